@@ -1,0 +1,112 @@
+"""Analysis presets: each a strict superset of the previous one."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..exceptions import ConfigError, ConfigTypeError
+
+__all__ = ["AnalysisSettings", "ANALYSIS_PRESETS", "ALIASES", "LEVELS", "resolve_analysis"]
+
+#: Preset names, from least to most.
+LEVELS: tuple[str, ...] = (
+    "none",
+    "text",
+    "images-min",
+    "images",
+    "animations-draft",
+    "animations",
+    "video-draft",
+    "video",
+)
+
+#: The prior art's spellings.
+ALIASES: dict[str, str] = {
+    "image": "images",
+    "imgs": "images",
+    "images_min": "images-min",
+    "image-min": "images-min",
+    "image_min": "images-min",
+    "animation": "animations",
+    "animations_draft": "animations-draft",
+    "animation-draft": "animations-draft",
+    "animation_draft": "animations-draft",
+    "videos": "video",
+    "video_draft": "video-draft",
+    "videos-draft": "video-draft",
+    "videos_draft": "video-draft",
+}
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """What the analysis produces. ``level`` orders presets (see :data:`LEVELS`).
+
+    Example:
+        >>> resolve_analysis("images").images
+        True
+    """
+
+    name: str = "images"
+    level: int = 3
+    text: bool = True
+    images_min: bool = True
+    images: bool = True
+    animations: bool = False
+    video: bool = False
+    draft: bool = False
+    dpi: int = 110
+    fps: int = 24
+    video_height: int = 720
+    hidden_pca: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AnalysisSettings:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @property
+    def collects_hidden(self) -> bool:
+        """Whether trials must record hidden representations for this analysis (the video)."""
+        return self.video and self.hidden_pca
+
+
+def _preset(level: int) -> AnalysisSettings:
+    name = LEVELS[level]
+    return AnalysisSettings(
+        name=name,
+        level=level,
+        text=level >= 1,
+        images_min=level >= 2,
+        images=level >= 3,
+        animations=level >= 4,
+        video=level >= 6,
+        draft=name.endswith("-draft"),
+        dpi=80 if name.endswith("-draft") else 110,
+        fps=10 if name.endswith("-draft") else 24,
+        video_height=360 if name.endswith("-draft") else 720,
+    )
+
+
+ANALYSIS_PRESETS: dict[str, Callable[[], AnalysisSettings]] = {
+    name: (lambda level=level: _preset(level)) for level, name in enumerate(LEVELS)
+}
+
+
+def resolve_analysis(value: Any, argname: str = "analysis") -> AnalysisSettings:
+    """A preset name (or alias), or an ``AnalysisSettings``, as ``AnalysisSettings``."""
+    if isinstance(value, AnalysisSettings):
+        return value
+    if isinstance(value, str):
+        name = ALIASES.get(value, value)
+        if name in ANALYSIS_PRESETS:
+            return ANALYSIS_PRESETS[name]()
+        raise ConfigError(f"{argname}={value!r} is not an analysis preset; use one of {list(LEVELS)}.")
+    raise ConfigTypeError(
+        f"{argname} must be a preset name ({', '.join(LEVELS)}) or an AnalysisSettings, got "
+        f"{value!r} ({type(value).__name__})."
+    )

@@ -1,0 +1,233 @@
+"""The output folder: layout, archiving, the lock, and reading/writing trials.
+
+Layout (see DESIGN.md)::
+
+    folder/run.json  hparams/  trials/<i>/  results.npz  throughtimes.npz  analysis/
+
+A trial folder is complete once its ``result.json`` exists: it is written last, after the
+``state_dict`` files and the through-time arrays, so a crash leaves either a complete trial or
+one that is rerun.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import psutil
+
+from .exceptions import FolderError, FolderLockedError
+from .fileio import atomic_write_bytes, read_json, write_json, write_npz
+
+__all__ = ["RunFolder", "archive_folder", "FolderLock", "LOCK_NAME"]
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".ignite_seg.lock"
+RUN_JSON = "run.json"
+
+
+def archive_folder(folder: Path, history_folder: Path) -> Path:
+    """Move ``folder`` to ``history_folder/<timestamp>`` (suffix ``_k`` on a clash); return it.
+
+    ``shutil.move`` copies across filesystems before removing the source, so the data exists
+    in its new place before the old place is emptied.
+    """
+    history_folder.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    dest = history_folder / stamp
+    k = 1
+    while True:
+        try:
+            dest.mkdir()  # claims the name atomically: two archivers never pick the same one
+            break
+        except FileExistsError:
+            dest = history_folder / f"{stamp}_{k}"
+            k += 1
+    dest.rmdir()
+    shutil.move(str(folder), str(dest))
+    return dest
+
+
+class FolderLock:
+    """A lock file holding the pid of the process writing the folder.
+
+    A lock whose pid is dead (or a lock left by this very process) is stale and is taken over
+    with a warning.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK_NAME
+        self.held = False
+
+    @staticmethod
+    def holder(folder: Path) -> dict[str, Any] | None:
+        """The live holder of ``folder``'s lock, or ``None`` when unlocked or stale."""
+        path = folder / LOCK_NAME
+        try:
+            info = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        pid = info.get("pid")
+        if info.get("host") == socket.gethostname() and isinstance(pid, int):
+            if pid == os.getpid() or not psutil.pid_exists(pid):
+                return None
+            try:
+                if psutil.Process(pid).create_time() > info.get("created", 0) + 1:
+                    return None  # the pid was reused by a later process
+            except psutil.Error:
+                return None
+        return info
+
+    def acquire(self) -> None:
+        folder = self.path.parent
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "created": time.time()}
+        data = json.dumps(info).encode()
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            live = self.holder(folder)
+            if live is not None:
+                raise FolderLockedError(
+                    f"folder {str(folder)!r} is in use by process {live.get('pid')} on "
+                    f"{live.get('host')!r} (lock file {str(self.path)!r}). Wait for it to finish, "
+                    "or use another folder."
+                ) from None
+            warnings.warn(
+                f"taking over the stale lock {str(self.path)!r} left by a process that is gone",
+                stacklevel=3,
+            )
+            atomic_write_bytes(self.path, data)
+        else:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            try:
+                if json.loads(self.path.read_text()).get("pid") == os.getpid():
+                    self.path.unlink()
+            except (FileNotFoundError, ValueError):
+                pass
+            self.held = False
+
+
+class RunFolder:
+    """Paths and I/O of one run folder. Only the calling process writes it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    # paths
+    @property
+    def run_json(self) -> Path:
+        return self.path / RUN_JSON
+
+    @property
+    def hparams(self) -> Path:
+        return self.path / "hparams"
+
+    @property
+    def trials(self) -> Path:
+        return self.path / "trials"
+
+    @property
+    def results(self) -> Path:
+        return self.path / "results.npz"
+
+    @property
+    def throughtimes(self) -> Path:
+        return self.path / "throughtimes.npz"
+
+    @property
+    def analysis(self) -> Path:
+        return self.path / "analysis"
+
+    def trial(self, trial_id: int) -> Path:
+        return self.trials / str(trial_id)
+
+    def is_run(self) -> bool:
+        return self.run_json.is_file()
+
+    # run.json
+    def read_run(self) -> dict[str, Any]:
+        try:
+            data = read_json(self.run_json)
+        except FileNotFoundError:
+            raise FolderError(
+                f"{str(self.path)!r} is not an ignite_seg run folder (no run.json). Pass the folder "
+                "given to ignite_seg.train(folder=...)."
+            ) from None
+        except ValueError as exc:
+            raise FolderError(f"{str(self.run_json)!r} is not valid JSON ({exc}).") from None
+        if not isinstance(data, dict) or "loaders" not in data:
+            raise FolderError(f"{str(self.run_json)!r} was not written by ignite_seg.")
+        return data
+
+    def write_run(self, data: dict[str, Any]) -> None:
+        write_json(self.run_json, data)
+
+    # trials
+    def write_trial(self, outcome: Any) -> dict[str, Any]:
+        """Write one trial's files, ``result.json`` last; return the result record."""
+        d = self.trial(outcome.trial_id)
+        d.mkdir(parents=True, exist_ok=True)
+        if outcome.model_init:
+            atomic_write_bytes(d / "model_init.pt", outcome.model_init)
+        if outcome.model:
+            atomic_write_bytes(d / "model.pt", outcome.model)
+        if outcome.throughtime:
+            write_npz(d / "throughtime.npz", **outcome.throughtime)
+        if outcome.hidden:
+            write_npz(d / "hidden.npz", **outcome.hidden)
+        if outcome.error:
+            atomic_write_bytes(d / "error.txt", outcome.error.encode("utf-8"))
+        result: dict[str, Any] = {
+            "trial_id": outcome.trial_id,
+            "status": outcome.status,
+            "seconds": outcome.seconds,
+            "pid": outcome.pid,
+            **outcome.metrics,
+        }
+        if outcome.diverged_iteration is not None:
+            result["diverged_iteration"] = outcome.diverged_iteration
+        if outcome.error:
+            result["error"] = outcome.error.strip().splitlines()[-1][:500]
+        write_json(d / "result.json", result)
+        return result
+
+    def trial_ids(self) -> list[int]:
+        if not self.trials.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.trials.iterdir() if p.name.isdigit())
+
+    def read_result(self, trial_id: int) -> dict[str, Any] | None:
+        """The trial's result record, or ``None`` when the trial never finished."""
+        try:
+            data = read_json(self.trial(trial_id) / "result.json")
+        except (FileNotFoundError, ValueError):
+            return None
+        if data.get("status") == "completed":
+            d = self.trial(trial_id)
+            if not ((d / "model.pt").is_file() and (d / "throughtime.npz").is_file()):
+                return None
+        return data  # type: ignore[no-any-return]
+
+    def finished_trials(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        for tid in self.trial_ids():
+            res = self.read_result(tid)
+            if res is not None:
+                yield tid, res
+
+    def read_throughtime(self, trial_id: int) -> dict[str, np.ndarray]:
+        with np.load(self.trial(trial_id) / "throughtime.npz") as z:
+            return {k: z[k] for k in z.files}

@@ -1,0 +1,202 @@
+"""Loader specs: recipes that build the model, the datasets and the loss in any process.
+
+Trials run in other processes, or on other machines, so user objects travel as recipes, never
+as live objects. A recipe is the seed's tuple ``(module, attrname, args, kwargs)`` or any
+picklable callable. ``"__main__"`` is resolved to the running script's importable module name.
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import importlib
+import os
+import pickle
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .exceptions import ConfigError, ConfigTypeError
+
+__all__ = ["LoaderSpec", "normalize_spec", "resolve_main_module"]
+
+_FORM = "(module, attrname, args, kwargs), e.g. ('torch.nn', 'CrossEntropyLoss', (), {})"
+
+
+@dataclass(frozen=True)
+class LoaderSpec:
+    """A normalized recipe: either ``module.attr(*args, **kwargs)`` or ``fn(*args, **kwargs)``.
+
+    ``path`` is a folder that must be on ``sys.path`` to import ``module`` (set when the
+    module is the user's script, resolved from ``"__main__"``).
+    """
+
+    module: str | None = None
+    attr: str | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    fn: Callable[..., Any] | None = None
+    path: str | None = None
+
+    def resolve(self) -> Callable[..., Any]:
+        """Import and return the callable this spec names."""
+        if self.fn is not None:
+            return self.fn
+        assert self.module is not None and self.attr is not None
+        if self.path and self.path not in sys.path:
+            sys.path.insert(0, self.path)
+        main = sys.modules.get("__main__")
+        if main is not None and _main_module_name(main) == self.module:
+            module: Any = main  # the caller's own script: never import it a second time here
+        else:
+            module = importlib.import_module(self.module)
+        obj: Any = module
+        for part in self.attr.split("."):
+            obj = getattr(obj, part)
+        return obj  # type: ignore[no-any-return]
+
+    def build(self) -> Any:
+        """Call the recipe and return what it builds."""
+        return self.resolve()(*self.args, **dict(self.kwargs))
+
+    def describe(self) -> str:
+        target = f"{self.module}.{self.attr}" if self.fn is None else _qualified_name(self.fn)
+        return f"{target}(*{self.args!r}, **{dict(self.kwargs)!r})"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON record from which :meth:`from_json` rebuilds the spec (for ``run.json``)."""
+        data: dict[str, Any] = {"describe": self.describe(), "path": self.path}
+        if self.fn is None:
+            data.update(module=self.module, attr=self.attr)
+        data["pickle"] = base64.b64encode(
+            pickle.dumps((self.module, self.attr, self.args, dict(self.kwargs), self.fn))
+        ).decode("ascii")
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LoaderSpec:
+        path = data.get("path")
+        if path and path not in sys.path:
+            sys.path.insert(0, path)
+        module, attr, args, kwargs, fn = pickle.loads(base64.b64decode(data["pickle"]))
+        return cls(module=module, attr=attr, args=tuple(args), kwargs=kwargs, fn=fn, path=path)
+
+
+def _qualified_name(fn: Any) -> str:
+    if isinstance(fn, functools.partial):
+        return f"partial({_qualified_name(fn.func)})"
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _main_module_name(main: Any) -> str | None:
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return str(spec.name)
+    file = getattr(main, "__file__", None)
+    if file:
+        return os.path.splitext(os.path.basename(file))[0]
+    return None
+
+
+def resolve_main_module(argname: str) -> tuple[str, str | None]:
+    """Return ``(module_name, sys_path_entry)`` under which ``__main__`` can be imported."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return str(spec.name), os.getcwd()
+    file = getattr(main, "__file__", None)
+    if not file:
+        raise ConfigError(
+            f"{argname} refers to '__main__', but the main program is interactive (no script "
+            "file), so worker processes cannot import it. Move the loader into a module (a .py "
+            "file) and name that module instead."
+        )
+    name = os.path.splitext(os.path.basename(file))[0]
+    if not name.isidentifier():
+        raise ConfigError(
+            f"{argname} refers to '__main__', whose file {file!r} is not importable under a "
+            f"module name ({name!r} is not an identifier). Rename the script, e.g. to "
+            f"{name.replace('-', '_')!r}.py."
+        )
+    return name, os.path.dirname(os.path.abspath(file))
+
+
+def normalize_spec(value: Any, argname: str) -> LoaderSpec:
+    """Check one loader argument of ``train()`` and turn it into a :class:`LoaderSpec`.
+
+    Raises:
+        ConfigTypeError: the value is neither a 4-tuple of the documented form nor a callable.
+        ConfigError: ``__main__`` cannot be resolved, or the callable cannot be pickled.
+    """
+    if isinstance(value, LoaderSpec):
+        return value
+    if isinstance(value, (tuple, list)):
+        return _from_tuple(value, argname)
+    if callable(value):
+        return _from_callable(value, argname)
+    raise ConfigTypeError(
+        f"{argname} must be a loader tuple {_FORM} or a picklable callable, got {value!r} "
+        f"({type(value).__name__})."
+    )
+
+
+def _from_tuple(value: tuple[Any, ...] | list[Any], argname: str) -> LoaderSpec:
+    if len(value) != 4:
+        raise ConfigTypeError(
+            f"{argname} must be a 4-tuple {_FORM}, got {len(value)} items: {tuple(value)!r}."
+        )
+    module, attr, args, kwargs = value
+    if not isinstance(module, str) or not module:
+        raise ConfigTypeError(f"{argname}[0] (module) must be a module name string, got {module!r}.")
+    if not isinstance(attr, str) or not attr:
+        raise ConfigTypeError(f"{argname}[1] (attrname) must be an attribute name string, got {attr!r}.")
+    if not isinstance(args, (tuple, list)):
+        raise ConfigTypeError(f"{argname}[2] (args) must be a tuple, got {args!r}; use () for none.")
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise ConfigTypeError(
+            f"{argname}[3] (kwargs) must be a dict with string keys, got {kwargs!r}; use {{}} for none."
+        )
+    path = None
+    if module == "__main__":
+        module, path = resolve_main_module(argname)
+    spec = LoaderSpec(module=module, attr=attr, args=tuple(args), kwargs=dict(kwargs), path=path)
+    _check_picklable(spec, argname, "its args and kwargs")
+    return spec
+
+
+def _from_callable(fn: Callable[..., Any], argname: str) -> LoaderSpec:
+    if isinstance(fn, functools.partial):
+        inner = _from_callable(fn.func, argname)
+        return LoaderSpec(
+            module=inner.module,
+            attr=inner.attr,
+            fn=inner.fn,
+            path=inner.path,
+            args=inner.args + tuple(fn.args),
+            kwargs={**inner.kwargs, **fn.keywords},
+        )
+    qualname = getattr(fn, "__qualname__", None)
+    module = getattr(fn, "__module__", None)
+    if qualname and "<" not in qualname and module:
+        if module == "__main__":
+            name, path = resolve_main_module(argname)
+            return LoaderSpec(module=name, attr=qualname, path=path)
+        spec = LoaderSpec(module=module, attr=qualname)
+        try:
+            if spec.resolve() is fn:
+                return spec
+        except (ImportError, AttributeError):
+            pass
+    spec = LoaderSpec(fn=fn)
+    _check_picklable(spec, argname, "the callable")
+    return spec
+
+
+def _check_picklable(spec: LoaderSpec, argname: str, what: str) -> None:
+    try:
+        pickle.dumps(spec)
+    except Exception as exc:  # pickling raises many types (PicklingError, TypeError, AttributeError)
+        raise ConfigError(
+            f"{argname}={spec.describe()}: {what} cannot be pickled ({exc}), so it cannot be "
+            "sent to worker processes. Use a top-level function or class (not a lambda or a "
+            "local function), or a loader tuple (module, attrname, args, kwargs)."
+        ) from None
