@@ -6,6 +6,7 @@ import logging
 import os
 import platform
 import sys
+import tempfile
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,11 +197,18 @@ def _check_folder_arg(value: Any, name: str) -> Path:
     path = Path(value)
     if path.exists() and not path.is_dir():
         raise FolderError(f"{name}={str(path)!r} exists and is not a folder; pass a folder path.")
-    probe = path
+    probe = path.absolute()
     while not probe.exists():
         probe = probe.parent
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise FolderError(f"{name}={str(path)!r} cannot be written ({str(probe)!r} is not writable).")
+    try:  # a real write: os.access says yes to root even where writing fails
+        fd, tmp = tempfile.mkstemp(prefix=".ignite_seg_probe_", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise FolderError(
+            f"{name}={str(path)!r} cannot be written: creating a file in {str(probe)!r} failed "
+            f"({exc.strerror or exc}). Pass a folder you can write to."
+        ) from None
     return path
 
 

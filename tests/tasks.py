@@ -90,3 +90,91 @@ class RaisesInTraining(nn.Module):
         if self.training:
             raise RuntimeError("boom in training")
         return self.lin(x)
+
+
+class KillsWorker(nn.Module):
+    """Kills its own process (SIGKILL) after a few training steps.
+
+    With ``once_marker`` set, only the first process to get there dies (it leaves the marker
+    file behind), so a retry succeeds.
+    """
+
+    def __init__(self, once_marker: str | None = None) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 3)
+        self.steps = 0
+        self.once_marker = once_marker
+
+    def forward(self, x):
+        import os
+        import signal
+
+        if self.training:
+            self.steps += 1
+            if self.steps == 3:
+                if self.once_marker is None:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                try:
+                    fd = os.open(self.once_marker, os.O_CREAT | os.O_EXCL)
+                except FileExistsError:
+                    pass
+                else:
+                    os.close(fd)
+                    os.kill(os.getpid(), signal.SIGKILL)
+        return self.lin(x)
+
+
+# -- broken recipes, for the bad-input catalogue ------------------------------------------
+def raises():
+    raise ValueError("cannot build this")
+
+
+def not_a_module():
+    return "I am a string"
+
+
+def one_dataset():
+    return blobs()[0]
+
+
+def three_datasets():
+    return (*blobs(), blobs()[0])
+
+
+def sized(n_train: int, n_val: int):
+    return blobs(n_train=max(n_train, 1), n_val=max(n_val, 1))[0].__class__(
+        *[t[:n_train] for t in blobs()[0].tensors]
+    ), TensorDataset(*[t[:n_val] for t in blobs()[1].tensors])
+
+
+def inputs_only():
+    tr, va = blobs()
+    return ListDataset([x for x, _ in tr]), ListDataset([x for x, _ in va])
+
+
+def float_targets():
+    tr, va = blobs()
+    return TensorDataset(tr.tensors[0], tr.tensors[1].float()), va
+
+
+def class_out_of_range():
+    tr, va = blobs(n_classes=3)
+    return TensorDataset(tr.tensors[0], tr.tensors[1] + 5), va
+
+
+def nan_inputs():
+    tr, va = blobs()
+    x = tr.tensors[0].clone()
+    x[7, 2] = float("nan")
+    return TensorDataset(x, tr.tensors[1]), va
+
+
+def inf_targets():
+    tr, va = regression()
+    y = va.tensors[1].clone()
+    y[3] = float("inf")
+    return tr, TensorDataset(va.tensors[0], y)
+
+
+def three():
+    return 3

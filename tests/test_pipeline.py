@@ -1,0 +1,157 @@
+"""End-to-end tests of the core pipeline with real worker processes."""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from conftest import CE
+
+import ignite_seg
+from ignite_seg.folder import RunFolder
+
+MLP = ("tasks", "mlp", (), {})
+BLOBS = ("tasks", "blobs", (), {})
+
+
+def _load(path):
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_end_to_end_two_workers_layout_and_shapes(run_kwargs):
+    res = ignite_seg.train(MLP, BLOBS, CE, **{**run_kwargs, "trials": 3})
+    folder = run_kwargs["folder"]
+    # trials_strict=False fills the 2 workers: 3 -> 4 trials
+    assert [t.trial_id for t in res.trials] == [0, 1, 2, 3]
+    assert all(t.status == "completed" for t in res.trials)
+    assert min(t.perf_val for t in res.trials) > 0.9  # blobs are easy
+    run = json.loads((folder / "run.json").read_text())
+    assert run["state"] == "complete" and run["seed"] == 0 and run["accuracy_style"] == "classification"
+    assert set(run["versions"]) >= {"torch", "pytorch-ignite", "ignite_seg"}
+    assert json.loads((folder / "hparams" / "final.json").read_text())["batch_size"] == 16
+    for i in range(4):
+        d = folder / "trials" / str(i)
+        result = json.loads((d / "result.json").read_text())
+        assert result["status"] == "completed"
+        assert set(result) >= {"status", "seconds", "loss_train", "loss_val", "perf_train", "perf_val"}
+        sd = torch.load(d / "model.pt", weights_only=True)
+        sd0 = torch.load(d / "model_init.pt", weights_only=True)
+        assert set(sd) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+        assert not torch.equal(sd["0.weight"], sd0["0.weight"])
+        tt = _load(d / "throughtime.npz")
+        assert set(tt) == {"epochs", "losses_train", "losses_val", "perfs_train", "perfs_val"}
+    results = _load(folder / "results.npz")
+    assert set(results) == {"trial_ids", "final_loss_train", "final_loss_val", "final_perf_train",
+                            "final_perf_val", "seconds"}
+    assert results["final_perf_val"].shape == (4,)
+    np.testing.assert_array_equal(results["trial_ids"], [0, 1, 2, 3])
+    np.testing.assert_allclose(results["final_perf_val"], [t.perf_val for t in res.trials])
+    tt = _load(folder / "throughtimes.npz")
+    # 96 items / batch 16 = 6 iterations per epoch, 10 snapshots per epoch -> deduplicated to 6
+    # per epoch, plus the one before training: 3 epochs -> 19 snapshots at exact epochs
+    np.testing.assert_allclose(tt["epochs"], np.arange(19) / 6)
+    for key in ("losses_train", "losses_val", "perfs_train", "perfs_val"):
+        assert tt[key].shape == (4, 19) and tt[f"{key}_smoothed"].shape == (4, 19)
+    assert json.loads(str(tt["settings"][0]))["batch_size"] == 16
+    # the curves learn: loss falls from the first to the last snapshot
+    assert (tt["losses_val"][:, -1] < tt["losses_val"][:, 0]).all()
+
+
+def test_snapshot_subsets_and_epochs_are_exact(run_kwargs, tmp_path):
+    hp = ignite_seg.FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=10, cycle_size_epochs=1, epochs=2)
+    ignite_seg.train(MLP, ("tasks", "blobs", (), {"n_train": 200, "n_val": 50}), CE,
+                     **{**run_kwargs, "hyperparameters": hp, "trials": 1, "trials_strict": True,
+                        "cores": 1, "snapshots_per_epoch": 4})
+    tt = _load(run_kwargs["folder"] / "throughtimes.npz")
+    # 200 / 10 = 20 iterations per epoch, snapshots every 5 iterations
+    np.testing.assert_allclose(tt["epochs"], np.arange(9) / 4)
+
+
+def test_seeded_runs_are_reproducible_whatever_the_workers(run_kwargs, tmp_path):
+    a = ignite_seg.train(MLP, BLOBS, CE, **{**run_kwargs, "cores": 2, "trials": 2})
+    b = ignite_seg.train(MLP, BLOBS, CE, **{**run_kwargs, "folder": tmp_path / "b", "cores": 1,
+                                            "trials": 2, "trials_strict": True})
+    assert [t.loss_val for t in a.trials] == [t.loss_val for t in b.trials]
+    assert a.trials[0].loss_val != a.trials[1].loss_val  # trials differ from each other
+
+
+def test_continuation_adds_trials_and_archiving_never_overwrites(run_kwargs, tmp_path):
+    first = ignite_seg.train(MLP, BLOBS, CE, **run_kwargs)
+    more = ignite_seg.train(MLP, BLOBS, CE, **{**run_kwargs, "is_continuation": True})
+    assert [t.trial_id for t in more.trials] == [0, 1, 2, 3]
+    assert [t.loss_val for t in more.trials[:2]] == [t.loss_val for t in first.trials]
+    assert _load(run_kwargs["folder"] / "results.npz")["final_perf_val"].shape == (4,)
+    # a fresh run archives the folder; two archives in the same second get distinct names
+    ignite_seg.train(MLP, BLOBS, CE, **run_kwargs)
+    ignite_seg.train(MLP, BLOBS, CE, **run_kwargs)
+    history = sorted((tmp_path / "history").iterdir())
+    assert len(history) == 2
+    sizes = sorted(len(list((h / "trials").iterdir())) for h in history)
+    assert sizes == [2, 4]  # the 4-trial run and one 2-trial run, both intact
+    assert len(RunFolder(run_kwargs["folder"]).trial_ids()) == 2
+
+
+@pytest.mark.parametrize(
+    "model, dataset, loss, style",
+    [
+        (("tasks", "mlp", (), {}), ("tasks", "multilabel", (), {}), ("torch.nn", "BCEWithLogitsLoss", (), {}), "multiclass"),
+        (("tasks", "linear", (), {}), ("tasks", "regression", (), {}), ("torch.nn", "MSELoss", (), {}), "inv-loss"),
+        (("tasks", "mlp", (), {}), ("tasks", "blobs_list", (), {}), CE, "classification"),
+    ],
+    ids=["multiclass", "inv-loss", "classification-plain-dataset"],
+)
+def test_accuracy_styles(run_kwargs, model, dataset, loss, style):
+    res = ignite_seg.train(model, dataset, loss, accuracy_style=style, **{**run_kwargs, "cores": 1, "trials": 1})
+    (t,) = res.trials
+    assert t.status == "completed"
+    if style == "inv-loss":
+        assert t.perf_val == pytest.approx(1 / (1 + t.loss_val))
+    else:
+        assert 0.5 < t.perf_val <= 1.0
+
+
+def test_failing_trial_is_recorded_and_others_go_on(run_kwargs):
+    res = ignite_seg.train(("tasks", "RaisesInTraining", (), {}), BLOBS, CE, **{**run_kwargs, "trials": 2})
+    assert [t.status for t in res.trials] == ["failed", "failed"]
+    d = run_kwargs["folder"] / "trials" / "0"
+    assert "boom in training" in (d / "error.txt").read_text()
+    assert "Traceback" in (d / "error.txt").read_text()
+    assert "boom in training" in json.loads((d / "result.json").read_text())["error"]
+    assert _load(run_kwargs["folder"] / "results.npz")["final_perf_val"].shape == (0,)
+
+
+def test_diverging_trial_is_recorded_with_its_iteration(run_kwargs):
+    res = ignite_seg.train(("tasks", "Exploding", (), {}), BLOBS, CE, **{**run_kwargs, "cores": 1, "trials": 1})
+    (t,) = res.trials
+    assert t.status == "diverged" and res.n_diverged == 1
+    result = json.loads((run_kwargs["folder"] / "trials" / "0" / "result.json").read_text())
+    assert result["diverged_iteration"] == 6
+
+
+def test_dask_executor(run_kwargs):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        res = ignite_seg.train(MLP, BLOBS, CE, executor=client.get_executor(), **run_kwargs)
+        pids = {json.loads((run_kwargs["folder"] / "trials" / str(i) / "result.json").read_text())["pid"]
+                for i in range(2)}
+        worker_pids = set(client.run(lambda: __import__("os").getpid()).values())
+    assert all(t.status == "completed" for t in res.trials)
+    assert pids <= worker_pids
+
+
+def test_any_executor_and_load_model_round_trip(run_kwargs):
+    with ThreadPoolExecutor(2) as ex:
+        res = ignite_seg.train(MLP, BLOBS, CE, executor=ex, **run_kwargs)
+    model = ignite_seg.load_model(run_kwargs["folder"], trial=1)
+    x, y = __import__("tasks").blobs()[1].tensors
+    with torch.no_grad():
+        acc = (model(x).argmax(1) == y).float().mean().item()
+    assert acc == pytest.approx(res.trials[1].perf_val)
+    init = ignite_seg.load_model(run_kwargs["folder"], trial=1, initial=True)
+    assert not torch.equal(init[0].weight, model[0].weight)
+    with pytest.raises(ignite_seg.FolderError, match="trial 7"):
+        ignite_seg.load_model(run_kwargs["folder"], trial=7)
