@@ -10,7 +10,7 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["ignite_seg", "ignite_seg.*"]),
     package_data={"ignite_seg": ["py.typed"]},
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     install_requires=[
         "torch>=2.0",
         "pytorch-ignite>=0.5",

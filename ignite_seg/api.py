@@ -20,8 +20,8 @@ from .analysis.settings import AnalysisSettings, resolve_analysis
 from .collate import Collator
 from .exceptions import ConfigError, FolderError
 from .execution import TaskLost, TaskRunner, resolve_cores
-from .fileio import read_json, write_json, write_npz
-from .folder import FolderLock, RunFolder, archive_folder
+from .fileio import TMP_SUFFIX, read_json, remove_stale_temporaries, write_json, write_npz
+from .folder import LOCK_NAME, FolderLock, RunFolder, archive_folder
 from .hparams import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
 from .loaders import LoaderSpec, normalize_spec
 from .logs import ensure_logging
@@ -171,7 +171,7 @@ def train(
     logger.info("recipe ok: %d training and %d validation items", facts["n_train"], facts["n_val"])
 
     # -- folder: archive the old one, take the lock ---------------------------------------
-    if previous is None and rf.path.exists() and any(rf.path.iterdir()):
+    if previous is None and rf.path.exists() and _has_content(rf.path):
         holder = FolderLock.holder(rf.path)
         if holder is not None:
             FolderLock(rf.path).acquire()  # raises FolderLockedError naming the pid
@@ -180,6 +180,8 @@ def train(
     rf.path.mkdir(parents=True, exist_ok=True)
     lock = FolderLock(rf.path)
     lock.acquire()
+    if n := remove_stale_temporaries(rf.path):
+        logger.info("removed %d temporary file(s) left by an interrupted write", n)
     try:
         return _run(
             rf, specs, hp_settings, analysis_settings, collect, accuracy_style, trials, trials_strict,
@@ -212,13 +214,18 @@ def _check_folder_arg(value: Any, name: str) -> Path:
     return path
 
 
+def _has_content(folder: Path) -> bool:
+    """Whether ``folder`` holds anything but a lock file and temporaries left by a crash."""
+    return any(p.name != LOCK_NAME and not p.name.endswith(TMP_SUFFIX) for p in folder.iterdir())
+
+
 def _check_continuation(
     rf: RunFolder, is_continuation: bool, specs: Mapping[str, LoaderSpec], accuracy_style: str
 ) -> dict[str, Any] | None:
     """The folder's run.json when continuing it; ``None`` for a fresh run."""
     if not is_continuation:
         return None
-    if not rf.path.exists() or not any(rf.path.iterdir()):
+    if not rf.path.exists() or not _has_content(rf.path):
         logger.info("is_continuation=True but %s is empty: starting a new run", rf.path)
         return None
     if not rf.is_run():

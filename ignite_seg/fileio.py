@@ -15,7 +15,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["atomic_write_bytes", "write_json", "read_json", "write_npz", "to_jsonable"]
+__all__ = [
+    "atomic_write_bytes",
+    "write_json",
+    "read_json",
+    "write_npz",
+    "to_jsonable",
+    "remove_stale_temporaries",
+]
 
 #: Test hook: callables run with the destination path just before each atomic replace. The
 #: fault-injection tests set ``IGNITE_SEG_KILL_AT_WRITE=N`` to SIGKILL the process at its N-th
@@ -23,16 +30,18 @@ __all__ = ["atomic_write_bytes", "write_json", "read_json", "write_npz", "to_jso
 _before_replace_hooks: list[Any] = []
 
 
+#: Number of atomic writes this process has made (the fault-injection tests read it).
+write_count = 0
+
+
 def _fault_hook_from_env() -> None:
     spec = os.environ.get("IGNITE_SEG_KILL_AT_WRITE")
     if not spec:
         return
     target = int(spec)
-    counter = {"n": 0}
 
     def hook(path: Path) -> None:
-        counter["n"] += 1
-        if counter["n"] == target:
+        if write_count == target:
             os.kill(os.getpid(), 9)
 
     _before_replace_hooks.append(hook)
@@ -40,12 +49,27 @@ def _fault_hook_from_env() -> None:
 
 _fault_hook_from_env()
 
+#: Suffix of the temporary files; a run restarted after a crash removes the ones left behind.
+TMP_SUFFIX = ".tmp"
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str]) -> int:
+    """Delete temporary files that a killed writer left in ``folder`` (recursively); count them."""
+    n = 0
+    for p in Path(folder).rglob(f".*{TMP_SUFFIX}"):
+        if p.is_file() and p.name.count(".") >= 3:
+            p.unlink()
+            n += 1
+    return n
+
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (same-folder temporary file + ``os.replace``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    global write_count
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    write_count += 1
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -96,20 +96,21 @@ class KillsWorker(nn.Module):
     """Kills its own process (SIGKILL) after a few training steps.
 
     With ``once_marker`` set, only the first process to get there dies (it leaves the marker
-    file behind), so a retry succeeds.
+    file behind), so a retry succeeds. With ``only_seed`` set, only the trial of that seed dies.
     """
 
-    def __init__(self, once_marker: str | None = None) -> None:
+    def __init__(self, once_marker: str | None = None, only_seed: int | None = None) -> None:
         super().__init__()
         self.lin = nn.Linear(8, 3)
         self.steps = 0
         self.once_marker = once_marker
+        self.armed = only_seed is None or torch.initial_seed() == only_seed
 
     def forward(self, x):
         import os
         import signal
 
-        if self.training:
+        if self.training and self.armed:
             self.steps += 1
             if self.steps == 3:
                 if self.once_marker is None:

@@ -1,0 +1,72 @@
+"""Helpers of the fault-injection tests: run killrun.py, snapshot and compare run folders."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+SCRIPT = Path(__file__).with_name("killrun.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_driver(spec: dict, kill_at: int | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "IGNITE_SEG_KILL_AT_WRITE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    if kill_at is not None:
+        env["IGNITE_SEG_KILL_AT_WRITE"] = str(kill_at)
+    return subprocess.run([sys.executable, str(SCRIPT), json.dumps(spec)], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def writes_of(proc: subprocess.CompletedProcess) -> int:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return int(proc.stdout.split("WRITES")[-1].split()[0])
+
+
+def completed_trials(folder: Path) -> dict[int, dict]:
+    """Completed trials with a digest of their files: what must survive a crash untouched."""
+    out = {}
+    trials = folder / "trials"
+    if not trials.is_dir():
+        return out
+    for d in trials.iterdir():
+        try:
+            res = json.loads((d / "result.json").read_text())
+        except (FileNotFoundError, ValueError):
+            continue
+        if res.get("status") == "completed":
+            digest = hashlib.sha256()
+            for name in ("result.json", "model.pt", "model_init.pt", "throughtime.npz"):
+                digest.update((d / name).read_bytes())
+            out[int(d.name)] = {"result": res, "digest": digest.hexdigest()}
+    return out
+
+
+def load_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def assert_same_run(folder: Path, reference: Path) -> None:
+    """``folder`` holds exactly the trials and collated arrays of the uninterrupted ``reference``."""
+    for name in ("results.npz", "throughtimes.npz"):
+        got, want = load_npz(folder / name), load_npz(reference / name)
+        assert got.keys() == want.keys(), name
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=f"{name}:{k}") if k != "seconds" else None
+    got_trials, want_trials = completed_trials(folder), completed_trials(reference)
+    assert sorted(got_trials) == sorted(want_trials)
+    for tid, want in want_trials.items():
+        g, w = dict(got_trials[tid]["result"]), dict(want["result"])
+        for volatile in ("seconds", "pid"):
+            g.pop(volatile), w.pop(volatile)
+        assert g == w, tid
+    run = json.loads((folder / "run.json").read_text())
+    assert run["state"] == "complete"
+    assert not list(folder.rglob("*.tmp")), "temporary files left behind"
+    assert not (folder / ".ignite_seg.lock").exists()
