@@ -19,7 +19,7 @@ from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .collate import Collator
 from .exceptions import ConfigError, FolderError
-from .execution import TaskLost, TaskRunner, resolve_cores
+from .execution import TaskLost, TaskRunner, prestart, resolve_cores
 from .fileio import TMP_SUFFIX, read_json, remove_stale_temporaries, write_json, write_npz
 from .folder import LOCK_NAME, FolderLock, RunFolder, archive_folder
 from .hparams import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
@@ -166,6 +166,8 @@ def train(
     if history_folder is not None:
         _check_folder_arg(history_folder, "history_folder")
     previous = _check_continuation(rf, is_continuation, specs, accuracy_style)
+    if executor is None:
+        prestart()  # the fork server imports torch while this process checks the recipe
     logger.info("checking the recipe (model, dataset, loss) in this process")
     facts = probe_recipe(specs["model"], specs["dataset"], specs["loss"], accuracy_style)
     logger.info("recipe ok: %d training and %d validation items", facts["n_train"], facts["n_val"])

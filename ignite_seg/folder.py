@@ -195,6 +195,7 @@ class RunFolder:
             "trial_id": outcome.trial_id,
             "status": outcome.status,
             "seconds": outcome.seconds,
+            "started_at": outcome.started_at,
             "pid": outcome.pid,
             **outcome.metrics,
         }

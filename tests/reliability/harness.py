@@ -63,7 +63,7 @@ def assert_same_run(folder: Path, reference: Path) -> None:
     assert sorted(got_trials) == sorted(want_trials)
     for tid, want in want_trials.items():
         g, w = dict(got_trials[tid]["result"]), dict(want["result"])
-        for volatile in ("seconds", "pid"):
+        for volatile in ("seconds", "started_at", "pid"):
             g.pop(volatile), w.pop(volatile)
         assert g == w, tid
     run = json.loads((folder / "run.json").read_text())
