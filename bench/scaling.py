@@ -1,6 +1,8 @@
 """Parallel scaling and worker start-up, measured side by side in one run.
 
-* 2 trials on 2 cores vs 1 trial on 1 core (wall of the whole ``train()``; ideal ratio 1.0);
+* 2 trials on 2 cores vs 1 trial on 1 core (wall of the whole ``train()``; ideal ratio 1.0),
+  each in a fresh Python process ("cold": what a user's script sees) and again in the same
+  process ("warm": the fork server already holds torch, as for a second ``train()`` call);
 * time from the ``train()`` call to the first trial's start (worker start-up);
 * peak RSS of the driver and of the largest worker.
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,37 +23,56 @@ from common import DIGITS, machine
 import ignite_seg
 
 
-def one(folder: str, trials: int, cores: int, hp) -> tuple[float, float, float]:
+def one(folder: str, trials: int, cores: int, epochs: int) -> dict[str, float]:
+    hp = ignite_seg.FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=32, cycle_size_epochs=8, epochs=epochs)
     t0 = time.time()
     res = ignite_seg.train(DIGITS["model"], DIGITS["dataset"], DIGITS["loss"], folder=folder, hyperparameters=hp,
                            analysis="none", trials=trials, trials_strict=True, cores=cores, seed=0)
     wall = time.time() - t0
     starts = [json.loads((Path(folder) / "trials" / str(t.trial_id) / "result.json").read_text())["started_at"]
               for t in res.trials]
-    trial_s = max(t.seconds for t in res.trials)
-    return wall, min(starts) - t0, trial_s
+    return {"wall": wall, "first_start": min(starts) - t0, "trial": max(t.seconds for t in res.trials),
+            "rss_driver": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_worker": max(json.loads((Path(folder) / "trials" / str(t.trial_id) / "result.json").read_text())
+                              .get("peak_rss_mib") or 0 for t in res.trials)}
+
+
+def cold(folder: str, trials: int, cores: int, epochs: int) -> dict[str, float]:
+    """``one`` in a fresh interpreter; the wall includes nothing of the interpreter's own start."""
+    out = subprocess.run([sys.executable, __file__, "--one", json.dumps([folder, trials, cores, epochs])],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=80)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    hp = ignite_seg.FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=32, cycle_size_epochs=8,
-                                         epochs=args.epochs)
-    rows: dict[str, list[tuple[float, float, float]]] = {"1 trial / 1 core": [], "2 trials / 2 cores": []}
+    if args.one:
+        print(json.dumps(one(*json.loads(args.one))))
+        return
+    configs = {"1 trial / 1 core": (1, 1), "2 trials / 2 cores": (2, 2)}
+    rows: dict[str, list[dict[str, float]]] = {}
     for r in range(args.repeats):
-        rows["1 trial / 1 core"].append(one(f"/tmp/bench_scaling/a{r}", 1, 1, hp))
-        rows["2 trials / 2 cores"].append(one(f"/tmp/bench_scaling/b{r}", 2, 2, hp))
-    best = {k: min(v) for k, v in rows.items()}
+        for name, (t, c) in configs.items():
+            rows.setdefault(f"cold {name}", []).append(cold(f"/tmp/bench_scaling/cold{r}_{t}", t, c, args.epochs))
+    one("/tmp/bench_scaling/prime", 1, 2, 1)  # start this process's fork server
+    for r in range(args.repeats):
+        for name, (t, c) in configs.items():
+            rows.setdefault(f"warm {name}", []).append(one(f"/tmp/bench_scaling/warm{r}_{t}", t, c, args.epochs))
+    best = {k: min(v, key=lambda d: d["wall"]) for k, v in rows.items()}
     print(f"machine: {machine()}; digits MLP, {args.epochs} epochs, best of {args.repeats}")
-    for k, (wall, first, trial_s) in best.items():
-        print(f"  {k:20s} wall {wall:6.2f} s   call->first trial start {first:5.2f} s   slowest trial {trial_s:5.2f} s")
-    print(f"  scaling ratio (2 on 2 / 1 on 1): {best['2 trials / 2 cores'][0] / best['1 trial / 1 core'][0]:.3f}x wall,"
-          f" {best['2 trials / 2 cores'][2] / best['1 trial / 1 core'][2]:.3f}x trial time")
-    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"  peak RSS: driver {me:.0f} MiB, largest worker {kids:.0f} MiB")
+    for k, d in best.items():
+        print(f"  {k:26s} wall {d['wall']:6.2f} s   call->first trial start {d['first_start']:5.2f} s   "
+              f"slowest trial {d['trial']:5.2f} s")
+    for kind in ("cold", "warm"):
+        a, b = best[f"{kind} 1 trial / 1 core"], best[f"{kind} 2 trials / 2 cores"]
+        print(f"  {kind} scaling ratio (2 on 2 / 1 on 1): {b['wall'] / a['wall']:.3f}x wall, "
+              f"{b['trial'] / a['trial']:.3f}x trial time")
+    c = best["cold 2 trials / 2 cores"]
+    print(f"  peak RSS (cold, 2 trials / 2 cores): driver {c['rss_driver']:.0f} MiB, largest worker {c['rss_worker']:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -199,6 +199,8 @@ class RunFolder:
             "pid": outcome.pid,
             **outcome.metrics,
         }
+        if outcome.peak_rss_mib is not None:
+            result["peak_rss_mib"] = round(outcome.peak_rss_mib, 1)
         if outcome.diverged_iteration is not None:
             result["diverged_iteration"] = outcome.diverged_iteration
         if outcome.error:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -89,6 +90,7 @@ class TrialOutcome:
     model: bytes = b""
     error: str | None = None
     diverged_iteration: int | None = None
+    peak_rss_mib: float | None = None
 
 
 @dataclass
@@ -311,7 +313,17 @@ def run_trial(task: TrialTask) -> TrialOutcome:
         outcome.status = "failed"
         outcome.error = traceback.format_exc()
     outcome.seconds = time.perf_counter() - t0
+    outcome.peak_rss_mib = _peak_rss_mib()
     return outcome
+
+
+def _peak_rss_mib() -> float | None:
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    scale = 1024 * 1024 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
 
 
 def _train(task: TrialTask, outcome: TrialOutcome) -> None:
