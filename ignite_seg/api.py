@@ -297,7 +297,7 @@ def _run(
             "argv": sys.argv,
         }
     )
-    interrupted = bool(previous) and previous.get("state") != "complete"
+    interrupted = previous is not None and previous.get("state") != "complete"
     run_info["state"] = "running"
     rf.write_run(run_info)
 

@@ -120,5 +120,6 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 def write_npz(path: str | os.PathLike[str], **arrays: Any) -> None:
     """Write arrays to an uncompressed ``.npz`` atomically."""
     buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
+    np.savez(buf, **named)
     atomic_write_bytes(path, buf.getvalue())

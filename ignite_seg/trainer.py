@@ -161,17 +161,24 @@ def create_trainer(
 
 
 class DivergenceGuard:
-    """Terminates the run at the first non-finite loss; sets ``engine.state.diverged_at``."""
+    """Terminates the run at the first non-finite loss.
+
+    The iteration is kept in ``self.diverged_at`` and published as ``engine.state.diverged_at``
+    (``None`` while the loss stays finite).
+    """
+
+    def __init__(self) -> None:
+        self.diverged_at: int | None = None
 
     def attach(self, engine: Engine) -> None:
-        engine.state.diverged_at = None
+        engine.state.diverged_at = None  # type: ignore[attr-defined]
         if not engine.has_event_handler(self._check, Events.ITERATION_COMPLETED):
             engine.add_event_handler(Events.ITERATION_COMPLETED, self._check)
 
     def _check(self, engine: Engine) -> None:
-        output = engine.state.output
-        if not math.isfinite(float(output)):
-            engine.state.diverged_at = engine.state.iteration
+        if not math.isfinite(float(engine.state.output)):  # type: ignore[arg-type]
+            self.diverged_at = engine.state.iteration
+            engine.state.diverged_at = self.diverged_at  # type: ignore[attr-defined]
             engine.terminate()
 
 
@@ -202,8 +209,8 @@ class ThroughTimeRecorder:
         per_epoch: int,
     ) -> None:
         self.model, self.loss_fn, self.style, self.device = model, loss_fn, style, device
-        self.train_batch = tuple(t.to(device) for t in train_batch)
-        self.val_batch = tuple(t.to(device) for t in val_batch)
+        self.train_batch = (train_batch[0].to(device), train_batch[1].to(device))
+        self.val_batch = (val_batch[0].to(device), val_batch[1].to(device))
         self.iters_per_epoch = iters_per_epoch
         self._when = set(snapshot_iterations(iters_per_epoch, epochs, per_epoch))
         self.records: dict[str, list[float]] = {
@@ -211,7 +218,7 @@ class ThroughTimeRecorder:
         }
 
     def attach(self, engine: Engine) -> None:
-        engine.state.throughtime = self.records
+        engine.state.throughtime = self.records  # type: ignore[attr-defined]
         if not engine.has_event_handler(self.snapshot, Events.STARTED):
             engine.add_event_handler(Events.STARTED, self.snapshot)
             engine.add_event_handler(
@@ -292,8 +299,8 @@ class HiddenRecorder:
         return out
 
 
-def _subset_indices(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
-    return np.sort(rng.choice(n, size=m, replace=False))
+def _subset_indices(rng: np.random.Generator, n: int, m: int) -> torch.Tensor:
+    return torch.from_numpy(np.sort(rng.choice(n, size=m, replace=False)))
 
 
 def _set_threads(threads: int | None) -> None:
@@ -350,7 +357,8 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     cycle = max(2, int(round(hp.cycle_size_epochs * iters_per_epoch)))
     scheduler = LinearCyclicalScheduler(optimizer, "lr", start_value=hp.lr_start, end_value=hp.lr_end, cycle_size=cycle)
     engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
-    DivergenceGuard().attach(engine)
+    guard = DivergenceGuard()
+    guard.attach(engine)
     recorder = ThroughTimeRecorder(
         model, recipe.loss_fn, train_sub, val_sub, task.accuracy_style, device,
         iters_per_epoch, hp.epochs, task.snapshots_per_epoch,
@@ -366,10 +374,10 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     outcome.throughtime = recorder.arrays()
     outcome.hidden = hidden.arrays() if hidden is not None else {}
     outcome.model = state_dict_bytes(model)
-    if engine.state.diverged_at is not None:
+    if guard.diverged_at is not None:
         outcome.status = "diverged"
-        outcome.diverged_iteration = int(engine.state.diverged_at)
-        outcome.error = f"loss became non-finite at iteration {engine.state.diverged_at}"
+        outcome.diverged_iteration = guard.diverged_at
+        outcome.error = f"loss became non-finite at iteration {guard.diverged_at}"
         return
     style = task.accuracy_style
     loss_train, perf_train = evaluate(model, recipe.loss_fn, eval_batches(train_data), style, device)
