@@ -22,6 +22,7 @@ setup(
     extras_require={
         "video": ["imageio-ffmpeg>=0.4", "imageio>=2.20"],
         "dask": ["dask[distributed]>=2023.1"],
+        "ray": ["ray>=2.5"],
         "examples": ["scikit-learn>=1.0"],
         "dev": [
             "pytest>=7",
@@ -32,6 +33,7 @@ setup(
             "imageio-ffmpeg>=0.4",
             "imageio>=2.20",
             "dask[distributed]>=2023.1",
+            "ray>=2.5",
         ],
     },
     classifiers=["Programming Language :: Python :: 3", "Topic :: Scientific/Engineering :: Artificial Intelligence"],

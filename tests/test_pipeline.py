@@ -155,3 +155,22 @@ def test_any_executor_and_load_model_round_trip(run_kwargs):
     assert not torch.equal(init[0].weight, model[0].weight)
     with pytest.raises(ignite_seg.FolderError, match="trial 7"):
         ignite_seg.load_model(run_kwargs["folder"], trial=7)
+
+
+def test_ray_executor(run_kwargs):
+    ray = pytest.importorskip("ray")
+    import os
+    import sys
+
+    from ignite_seg.executors import RayExecutor
+
+    path = os.pathsep.join(p for p in sys.path if p)  # the workers import tests/tasks.py
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    try:
+        res = ignite_seg.train(MLP, BLOBS, CE, executor=RayExecutor(), **run_kwargs)
+    finally:
+        ray.shutdown()
+    assert [t.status for t in res.trials] == ["completed", "completed"]
+    pids = {json.loads((run_kwargs["folder"] / "trials" / str(i) / "result.json").read_text())["pid"] for i in range(2)}
+    assert os.getpid() not in pids
