@@ -1,0 +1,124 @@
+"""Loader specs: tuples, callables, partials and the resolution of ``__main__``."""
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ignite_seg
+from ignite_seg.execution import resolve_cores
+from ignite_seg.loaders import LoaderSpec, normalize_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_tuple_and_callable_specs_build_the_same_object():
+    import tasks
+
+    a = normalize_spec(("tasks", "mlp", (), {"n_hidden": 5}), "model_loader")
+    b = normalize_spec(functools.partial(tasks.mlp, n_hidden=5), "model_loader")
+    assert a.module == b.module == "tasks" and a.attr == b.attr == "mlp"
+    assert b.kwargs == {"n_hidden": 5}
+    assert a.build()[0].out_features == b.build()[0].out_features == 5
+    c = normalize_spec(tasks.blobs, "dataset_loader")
+    assert (c.module, c.attr, c.fn) == ("tasks", "blobs", None)
+
+
+def test_spec_survives_pickle_and_json():
+    spec = normalize_spec(("tasks", "mlp", (3,), {"n_out": 2}), "model_loader")
+    again = LoaderSpec.from_json(spec.to_json())
+    assert again == pickle.loads(pickle.dumps(spec)) == spec
+    assert again.build()[0].in_features == 3
+
+
+def test_resolve_cores():
+    assert resolve_cores(3) == 3
+    assert 1 <= resolve_cores("all") <= (os.cpu_count() or 1)
+
+
+SCRIPT = '''
+import sys
+import torch
+from torch import nn
+
+def model():
+    return nn.Linear(4, 3)
+
+def dataset():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 4, generator=g)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()
+    d = torch.utils.data.TensorDataset(x, y)
+    return d, d
+
+if __name__ == "__main__":
+    import ignite_seg
+    hp = ignite_seg.FixedHyperparameters(lr_start=0.1, lr_end=0.2, batch_size=8, cycle_size_epochs=1, epochs=1)
+    loaders = {"tuple": (("__main__", "model", (), {}), ("__main__", "dataset", (), {})),
+               "callable": (model, dataset)}[sys.argv[1]]
+    res = ignite_seg.train(*loaders, ("torch.nn", "CrossEntropyLoss", (), {}), folder=sys.argv[2],
+                           hyperparameters=hp, analysis="none", trials=2, cores=2, seed=0)
+    print("STATUSES", [t.status for t in res.trials])
+    print("MODEL", type(ignite_seg.load_model(sys.argv[2], trial=1)).__name__)
+'''
+
+
+@pytest.mark.parametrize("form", ["tuple", "callable"])
+def test_main_module_loaders_run_in_workers_and_logs_show_without_config(tmp_path, form):
+    script = tmp_path / "my_script.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(script), form, str(tmp_path / "run")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "STATUSES ['completed', 'completed']" in out.stdout
+    assert "MODEL Linear" in out.stdout
+    assert "[ignite_seg] running 2 trial(s)" in out.stderr  # INFO visible with no logging config
+    run = (tmp_path / "run" / "run.json").read_text()
+    assert '"module": "my_script"' in run
+
+
+def test_main_without_a_script_file_is_a_clear_error(tmp_path):
+    code = textwrap.dedent('''
+        import ignite_seg
+        try:
+            ignite_seg.train(("__main__", "model", (), {}), ("tasks", "blobs", (), {}),
+                             ("torch.nn", "CrossEntropyLoss", (), {}), folder="x", analysis="none")
+        except ignite_seg.ConfigError as exc:
+            print("ERROR", exc)
+    ''')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert "ERROR model_loader refers to '__main__', but the main program is interactive" in out.stdout, out.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_hyphenated_script_name_is_a_clear_error(tmp_path):
+    script = tmp_path / "my-script.py"
+    script.write_text(textwrap.dedent('''
+        import ignite_seg
+        def model(): pass
+        try:
+            ignite_seg.train(model, ("tasks", "blobs", (), {}), ("torch.nn", "CrossEntropyLoss", (), {}),
+                             folder="x", analysis="none")
+        except ignite_seg.ConfigError as exc:
+            print("ERROR", exc)
+    '''))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert "is not importable under a module name" in out.stdout, out.stderr
+    assert "my_script" in out.stdout
+
+
+def test_public_api_is_exported():
+    for name in ("train", "analyze", "load_model", "FixedHyperparameters", "HyperparameterSettings",
+                 "AnalysisSettings", "ConfigError", "IgniteSegError", "TrainResult"):
+        assert name in ignite_seg.__all__ and hasattr(ignite_seg, name)
