@@ -70,6 +70,20 @@ class TrainResult:
     def n_diverged(self) -> int:
         return sum(t.status == "diverged" for t in self.trials)
 
+    @property
+    def failures(self) -> tuple[TrialSummary, ...]:
+        """The trials that failed or diverged, each with its ``error`` saying why."""
+        return tuple(t for t in self.trials if t.status != "completed")
+
+    def __str__(self) -> str:
+        done = self.completed
+        lines = [f"ignite_seg run in {self.folder}: {len(done)} of {len(self.trials)} trial(s) completed"]
+        if done:
+            perfs = [t.perf_val for t in done]
+            lines.append(f"  val perf: mean {sum(perfs) / len(perfs):.4f}, best {max(perfs):.4f}")
+        lines.extend(f"  trial {t.trial_id} {t.status}: {t.error}" for t in self.failures)
+        return "\n".join(lines)
+
 
 def trial_seed(base_seed: int, trial_id: int) -> int:
     """The seed of trial ``trial_id``: depends on the run's seed and the id only, not on workers."""

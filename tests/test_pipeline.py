@@ -121,6 +121,8 @@ def test_failing_trial_is_recorded_and_others_go_on(run_kwargs):
     assert "Traceback" in (d / "error.txt").read_text()
     assert "boom in training" in json.loads((d / "result.json").read_text())["error"]
     assert _load(run_kwargs["folder"] / "results.npz")["final_perf_val"].shape == (0,)
+    assert res.n_failed == 2 and [t.trial_id for t in res.failures] == [0, 1]
+    assert "0 of 2 trial(s) completed" in str(res) and "boom in training" in str(res)
 
 
 def test_diverging_trial_is_recorded_with_its_iteration(run_kwargs):
