@@ -63,6 +63,16 @@ def remove_stale_temporaries(folder: str | os.PathLike[str]) -> int:
     return n
 
 
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: Files get the permissions a plain ``open(path, "w")`` would give (``mkstemp`` makes them 0600).
+_FILE_MODE = 0o666 & ~_current_umask()
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (same-folder temporary file + ``os.replace``)."""
     path = Path(path)
@@ -72,6 +82,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     write_count += 1
     try:
         with os.fdopen(fd, "wb") as fh:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fh.fileno(), _FILE_MODE)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

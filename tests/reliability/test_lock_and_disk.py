@@ -89,6 +89,12 @@ def test_atomic_write_that_fails_keeps_the_old_file_and_no_temporary(tmp_path, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
 
 
+def test_atomic_files_get_the_usual_permissions(tmp_path):
+    fileio.write_json(tmp_path / "a.json", {})
+    (tmp_path / "b.txt").write_text("")
+    assert (tmp_path / "a.json").stat().st_mode == (tmp_path / "b.txt").stat().st_mode
+
+
 def test_disk_full_while_writing_the_file_itself(tmp_path, monkeypatch):
     target = tmp_path / "a.npz"
     fileio.write_npz(target, a=np.arange(3))
@@ -103,6 +109,9 @@ def test_disk_full_while_writing_the_file_itself(tmp_path, monkeypatch):
 
         def __exit__(self, *exc):
             self.fh.close()
+
+        def fileno(self):
+            return self.fh.fileno()
 
         def write(self, data):
             raise OSError(errno.ENOSPC, "No space left on device")
