@@ -164,7 +164,8 @@ def schedule_info(hp: Mapping[str, Any], points_per_half_cycle: int = 40) -> Sch
         x = np.append(x, total)
     progress = np.mod(x / cycle, 1.0)
     progress = np.where(np.isclose(progress, 1.0), 0.0, progress)
-    lrs = end + (start - end) * np.abs(progress - 0.5) * 2
+    w = np.abs(progress - 0.5) * 2  # 1 at the cycle's ends (lr_start), 0 in its middle (lr_end)
+    lrs = w * start + (1 - w) * end
     return ScheduleInfo(x, lrs, start, end, cycle, total)
 
 
