@@ -27,8 +27,9 @@ logger = logging.getLogger(__name__)
 
 #: Records which settings made each product (in the analysis folder).
 MANIFEST = ".manifest.json"
-#: Below this many estimated seconds of work, rendering in this process beats starting workers.
-PARALLEL_MIN_COST = 3.0
+#: Below this many estimated seconds of work, rendering in this process beats starting workers
+#: (forked workers start at once; spawned ones import numpy and matplotlib first, ~1.3 s each).
+PARALLEL_MIN_COST = {"fork": 1.0, "spawn": 4.0}
 
 
 def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings = "images",
@@ -159,8 +160,10 @@ def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores:
     errors: list[tuple[str, BaseException]] = []
     for key in [p.name for p in todo]:
         manifest.pop(key, None)  # an interrupted rewrite must not look up to date
+    results = _run(tasks, cores)
+    next(results)  # starts the workers before tqdm starts its monitor thread (fork needs a lone thread)
     with tqdm(total=len(tasks), desc="analysis", unit="part", mininterval=0.5, disable=None) as bar:
-        for task, out in _run(tasks, cores):
+        for task, out in results:
             bar.update(1)
             if isinstance(out, BaseException):
                 logger.error("analysis product %s%s failed: %r", task.product, f" ({task.part})" if task.part else "",
@@ -185,31 +188,51 @@ def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores:
     return errors
 
 
-def _run(tasks: list[Task], cores: int) -> Iterator[tuple[Task, Any]]:
-    """Build the tasks, in this process or on ``cores`` worker processes; yield results as they come."""
+def _run(tasks: list[Task], cores: int) -> Iterator[Any]:
+    """Build the tasks, in this process or on ``cores`` worker processes.
+
+    Yields ``None`` once the work has started (the workers exist), then ``(task, outputs or
+    exception)`` as each task finishes.
+    """
+    import multiprocessing
+
     from .products import build
 
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and _fork_safe() else "spawn"
     workers = min(cores, len(tasks))
-    if workers <= 1 or sum(t.cost for t in tasks) < PARALLEL_MIN_COST:
+    if workers <= 1 or sum(t.cost for t in tasks) < PARALLEL_MIN_COST[method]:
+        yield None
         for t in tasks:
             try:
                 yield t, build(t)
             except Exception as exc:  # reported by the caller, the other products go on
                 yield t, exc
         return
-    import multiprocessing
-
-    # fork is cheapest (nothing to re-import) but only safe while this process has no other thread
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1 \
-        else "spawn"
+    if method == "fork":  # import once here rather than once per worker (~0.7 s of CPU each)
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
         futures: dict[Future[Any], Task] = {pool.submit(build, t): t for t in tasks}
+        yield None
         while futures:
             done, _ = wait(futures, return_when=FIRST_COMPLETED)
             for f in done:
                 t = futures.pop(f)
                 exc = f.exception()
                 yield t, exc if exc is not None else f.result()
+
+
+def _fork_safe() -> bool:
+    """Fork is cheapest (the workers re-import nothing) but safe only without other threads.
+
+    tqdm's monitor thread is tolerated: it sleeps on an event and only touches tqdm's own lock,
+    which the workers never use (and logging re-creates its locks after a fork).
+    """
+    try:
+        from tqdm import TMonitor
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        TMonitor = ()  # noqa: N806
+    return all(t is threading.main_thread() or isinstance(t, TMonitor) for t in threading.enumerate())
 
 
 def _write_index(rf: RunFolder, fresh: list[Product]) -> None:
