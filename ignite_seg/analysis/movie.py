@@ -2,9 +2,13 @@
 
 A *scene* is a function ``draw(fig, k, n)`` that draws frame ``k`` of ``n`` into a (sub)figure.
 :func:`scene_plan` decides which scenes a run has and how many frames each gets, so the frame
-count of a video is known before it is rendered (the tests read it back). MP4s are written by
-matplotlib's ``FFMpegWriter`` with the ffmpeg binary of the ``imageio-ffmpeg`` wheel; a GIF of
-the same frames is taken from the canvas as each frame is grabbed (one render per frame).
+count of a video is known before it is rendered (the tests read it back).
+
+Each scene is laid out and drawn once; every frame then blits only the artists that change over
+the cached background and pipes the canvas's RGBA buffer to the ffmpeg binary of the
+``imageio-ffmpeg`` wheel (``imageio_ffmpeg.write_frames``, H.264, yuv420p). matplotlib's
+``FFMpegWriter.grab_frame`` would ``savefig`` (a full redraw, constrained layout included) per
+frame: ~0.5 s a frame here, 100 s for a draft video instead of ~10 s. A GIF takes the same frames.
 """
 from __future__ import annotations
 
