@@ -1,6 +1,8 @@
 """ignite_seg: tuned, parallel, recorded and analysed PyTorch training with pytorch-ignite.
 
-The public API is re-exported here; importing the package has no side effects.
+The public API is re-exported here; importing the package has no side effects. The names that
+need torch (``train``, ``load_model``, their records) are imported on first use (PEP 562), so
+``python -m ignite_seg.reanalyze`` and ``import ignite_seg`` stay cheap.
 """
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ __version__ = "0.1.0"
 
 from .analysis import analyze  # noqa: E402
 from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings  # noqa: E402
-from .api import TrainResult, TrialSummary, load_model, train  # noqa: E402
 from .exceptions import (  # noqa: E402
     AnalysisUnavailableError,
     ConfigError,
@@ -19,6 +20,22 @@ from .exceptions import (  # noqa: E402
     TuningError,
 )
 from .hparams import PRESETS, FixedHyperparameters, HyperparameterSettings, get_preset  # noqa: E402
+
+_LAZY = {"train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "__version__",

@@ -1,21 +1,256 @@
-"""Analysis of a run folder: text, images, animations, video and an HTML report.
+"""Analysis of a run folder: text, images, animations, a walk-through video and an HTML report.
 
-Work in progress (issue 4): only the entry points exist so far.
+Each product is extracted from the folder (pure ``*_info`` functions), rendered (``plot_*`` ->
+matplotlib Figure, no file I/O) and written here, atomically, by the caller. Independent
+products render in parallel on ``cores`` processes; products whose outputs are newer than their
+inputs (and were made with the same settings) are skipped unless ``force``.
 """
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import TYPE_CHECKING, Any, Iterator
 
-from .settings import AnalysisSettings, resolve_analysis
+from ..exceptions import AnalysisUnavailableError, FolderError
+from .settings import LEVELS, AnalysisSettings, resolve_analysis
 
-__all__ = ["analyze", "analyze_folder", "AnalysisSettings", "resolve_analysis"]
+if TYPE_CHECKING:
+    from ..folder import RunFolder
+    from .products import Product, Task
 
+__all__ = ["analyze", "analyze_folder", "AnalysisSettings", "resolve_analysis", "MANIFEST"]
 
-def analyze_folder(rf: Any, settings: AnalysisSettings, cores: int = 1, force: bool = False) -> None:
-    raise NotImplementedError("analysis is not built yet (issue 4); use analysis='none'")
+logger = logging.getLogger(__name__)
+
+#: Records which settings made each product (in the analysis folder).
+MANIFEST = ".manifest.json"
+#: Below this many estimated seconds of work, rendering in this process beats starting workers
+#: (forked workers start at once; spawned ones import numpy and matplotlib first, ~1.3 s each).
+PARALLEL_MIN_COST = {"fork": 1.0, "spawn": 4.0}
 
 
 def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings = "images",
             cores: int | str = 1, force: bool = False) -> None:
-    raise NotImplementedError("analysis is not built yet (issue 4)")
+    """Analyse a run folder from the folder alone (``run.json`` and the files the run wrote).
+
+    Args:
+        folder: a folder written by :func:`ignite_seg.train`.
+        analysis: preset name (``none``, ``text``, ``images-min``, ``images``, ``animations-draft``,
+            ``animations``, ``video-draft``, ``video``) or an :class:`AnalysisSettings`.
+        cores: worker processes for independent figures, or ``"all"``.
+        force: redo every output, even those newer than their inputs.
+
+    Raises:
+        FolderError: the folder is missing, is not a run folder, or a live run holds its lock.
+        AnalysisUnavailableError: the run did not collect the data this analysis needs.
+
+    Example:
+        >>> ignite_seg.analyze("out/current", analysis="video-draft", cores=2)  # doctest: +SKIP
+    """
+    from ..execution import resolve_cores
+    from ..folder import FolderLock, RunFolder
+
+    settings = resolve_analysis(analysis)
+    n_cores = resolve_cores(cores)
+    rf = RunFolder(folder)
+    if not rf.path.exists():
+        raise FolderError(f"folder={str(rf.path)!r} does not exist; pass the folder given to ignite_seg.train().")
+    if not rf.path.is_dir():
+        raise FolderError(f"folder={str(rf.path)!r} is not a folder; pass the folder given to ignite_seg.train().")
+    rf.read_run()  # raises FolderError for a foreign folder
+    lock = FolderLock(rf.path)
+    lock.acquire()  # FolderLockedError (a FolderError) while a live run writes the folder
+    try:
+        analyze_folder(rf, settings, cores=n_cores, force=force)
+    finally:
+        lock.release()
+
+
+def _check_collected(run: dict[str, Any], settings: AnalysisSettings) -> None:
+    collected = str(run.get("allow_later_analysis_up_to", "video"))
+    level = LEVELS.index(collected) if collected in LEVELS else len(LEVELS) - 1
+    if settings.level > level:
+        raise AnalysisUnavailableError(
+            f"analysis={settings.name!r} needs data this run did not collect: it was trained with "
+            f"allow_later_analysis_up_to={collected!r} (the video needs the hidden representations "
+            f"recorded during training). Analyse with analysis={collected!r} or less, or rerun "
+            f"ignite_seg.train(..., allow_later_analysis_up_to={settings.name!r})."
+        )
+
+
+def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, force: bool = False) -> None:
+    """Analyse ``rf`` as ``settings`` asks. The caller holds the folder's lock (``train()`` does)."""
+    from ..fileio import read_json
+    from .products import FORMAT, PRODUCTS
+
+    run = rf.read_run()
+    _check_collected(run, settings)
+    if settings.level == 0:
+        return
+    if run.get("state") != "complete":
+        if not rf.results.is_file():
+            raise FolderError(
+                f"the run in {str(rf.path)!r} never finished (state {run.get('state')!r}, no results.npz): "
+                "finish it with ignite_seg.train(..., is_continuation=True), then analyse it."
+            )
+        logger.warning("the run in %s did not finish (state %r): analysing the trials collated so far",
+                       rf.path, run.get("state"))
+    if settings.animations or settings.video:
+        from .movie import ffmpeg_exe
+
+        ffmpeg_exe()  # fails early, saying what to install
+    t0 = time.perf_counter()
+    rf.analysis.mkdir(parents=True, exist_ok=True)
+    try:
+        manifest: dict[str, Any] = read_json(rf.analysis / MANIFEST)
+    except (FileNotFoundError, ValueError):
+        manifest = {}
+    wanted = [p for p in PRODUCTS if getattr(settings, p.needs) and p.available(rf)]
+    stamps = {p.name: {"format": FORMAT, "key": p.key(settings)} for p in wanted}
+    todo = [p for p in wanted if force or not _fresh(rf, p, manifest.get(p.name), stamps[p.name])]
+    skipped = len(wanted) - len(todo)
+    if todo:
+        logger.info("analysis %r: making %s%s", settings.name, ", ".join(p.name for p in todo),
+                    f" ({skipped} up to date)" if skipped else "")
+        errors = _make(rf, settings, todo, cores, manifest, stamps)
+    else:
+        errors = []
+        logger.info("analysis %r: all %d product(s) up to date (use force=True / --force to redo)",
+                    settings.name, len(wanted))
+    if settings.text:
+        _write_index(rf, [p for p in PRODUCTS if _fresh(rf, p, manifest.get(p.name), manifest.get(p.name))])
+    logger.info("analysis done in %.1f s: %s", time.perf_counter() - t0, rf.analysis / "index.html")
+    if errors:
+        raise errors[0][1]  # each failure was logged with its product; the others were written
+
+
+def _fresh(rf: RunFolder, product: Product, recorded: Any, stamp: Any) -> bool:
+    """Every output exists, was made with ``stamp`` and is newer than every input."""
+    from .products import inputs_of
+
+    if recorded is None or recorded != stamp:
+        return False
+    try:
+        oldest = min((rf.analysis / o).stat().st_mtime_ns for o in product.outputs)
+    except FileNotFoundError:
+        return False
+    newest_input = max((p.stat().st_mtime_ns for p in inputs_of(product, rf)), default=0)
+    return oldest >= newest_input
+
+
+def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores: int,
+          manifest: dict[str, Any], stamps: dict[str, Any]) -> list[tuple[str, BaseException]]:
+    from tqdm.auto import tqdm
+
+    from ..fileio import atomic_write_bytes, write_json
+    from .products import plan
+
+    tasks = plan(rf, settings, todo)
+    segments: dict[str, bytes] = {}
+    video_parts = [t.part for t in tasks if t.product == "video"]
+    video_order = []
+    if video_parts:
+        from .movie import scene_plan
+
+        video_order = [s.name for s in scene_plan(str(rf.path), settings.fps, settings.hidden_pca)]
+    pending = {p.name: sum(t.product == p.name for t in tasks) for p in todo}
+    errors: list[tuple[str, BaseException]] = []
+    for key in [p.name for p in todo]:
+        manifest.pop(key, None)  # an interrupted rewrite must not look up to date
+    results = _run(tasks, cores)
+    next(results)  # starts the workers before tqdm starts its monitor thread (fork needs a lone thread)
+    with tqdm(total=len(tasks), desc="analysis", unit="part", mininterval=0.5, disable=None) as bar:
+        for task, out in results:
+            bar.update(1)
+            if isinstance(out, BaseException):
+                logger.error("analysis product %s%s failed: %r", task.product, f" ({task.part})" if task.part else "",
+                             out)
+                errors.append((task.product, out))
+                pending[task.product] = -1
+                continue
+            if task.product == "video":
+                segments[task.part] = out[f"video.{task.part}.segment"]
+            else:
+                for name, data in out.items():
+                    atomic_write_bytes(rf.analysis / name, data)
+            if pending[task.product] > 0:
+                pending[task.product] -= 1
+            if pending[task.product] == 0:
+                if task.product == "video":
+                    from .movie import concat_mp4
+
+                    atomic_write_bytes(rf.analysis / "video.mp4", concat_mp4([segments[s] for s in video_order]))
+                manifest[task.product] = stamps[task.product]
+                write_json(rf.analysis / MANIFEST, manifest)
+    return errors
+
+
+def _run(tasks: list[Task], cores: int) -> Iterator[Any]:
+    """Build the tasks, in this process or on ``cores`` worker processes.
+
+    Yields ``None`` once the work has started (the workers exist), then ``(task, outputs or
+    exception)`` as each task finishes.
+    """
+    import multiprocessing
+
+    from .products import build
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and _fork_safe() else "spawn"
+    workers = min(cores, len(tasks))
+    if workers <= 1 or sum(t.cost for t in tasks) < PARALLEL_MIN_COST[method]:
+        yield None
+        for t in tasks:
+            try:
+                yield t, build(t)
+            except Exception as exc:  # reported by the caller, the other products go on
+                yield t, exc
+        return
+    if method == "fork":  # import once here rather than once per worker (~0.7 s of CPU each)
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        futures: dict[Future[Any], Task] = {pool.submit(build, t): t for t in tasks}
+        yield None
+        while futures:
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for f in done:
+                t = futures.pop(f)
+                exc = f.exception()
+                yield t, exc if exc is not None else f.result()
+
+
+def _fork_safe() -> bool:
+    """Fork is cheapest (the workers re-import nothing) but safe only without other threads.
+
+    tqdm's monitor thread is tolerated: it sleeps on an event and only touches tqdm's own lock,
+    which the workers never use (and logging re-creates its locks after a fork).
+    """
+    try:
+        from tqdm import TMonitor
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        TMonitor = ()  # noqa: N806
+    return all(t is threading.main_thread() or isinstance(t, TMonitor) for t in threading.enumerate())
+
+
+def _write_index(rf: RunFolder, fresh: list[Product]) -> None:
+    """``index.html`` linking every up-to-date output; rewritten only when its text changes."""
+    from ..fileio import atomic_write_bytes
+    from .report import render_index
+
+    present = [o for p in fresh for o in p.outputs if (rf.analysis / o).is_file()]
+    md = rf.analysis / "summary.md"
+    summary = md.read_text(encoding="utf-8") if "summary.md" in present else None
+    data = [f"../{name}" for name in ("results.npz", "throughtimes.npz", "run.json") if (rf.path / name).is_file()]
+    from .view import run_title
+
+    text = render_index(f"ignite_seg: {run_title(rf.path)}", summary, present, data).encode("utf-8")
+    path = rf.analysis / "index.html"
+    try:
+        if path.read_bytes() == text:
+            return
+    except FileNotFoundError:
+        pass
+    atomic_write_bytes(path, text)

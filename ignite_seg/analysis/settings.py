@@ -56,9 +56,11 @@ class AnalysisSettings:
     animations: bool = False
     video: bool = False
     draft: bool = False
+    #: PNG resolution (the same for every preset; ``-draft`` lowers only the movies).
     dpi: int = 110
     fps: int = 24
     video_height: int = 720
+    animation_height: int = 540
     hidden_pca: bool = True
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,9 +88,9 @@ def _preset(level: int) -> AnalysisSettings:
         animations=level >= 4,
         video=level >= 6,
         draft=name.endswith("-draft"),
-        dpi=80 if name.endswith("-draft") else 110,
         fps=10 if name.endswith("-draft") else 24,
         video_height=360 if name.endswith("-draft") else 720,
+        animation_height=360 if name.endswith("-draft") else 540,
     )
 
 

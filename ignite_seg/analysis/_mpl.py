@@ -1,0 +1,78 @@
+"""Matplotlib helpers shared by the renderers: figures without pyplot, bands, PNG bytes.
+
+Figures are ``matplotlib.figure.Figure`` objects created directly (no pyplot, so no global
+figure registry, no GUI backend and nothing to close); saving goes through the Agg canvas.
+"""
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .stats import Band
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["new_figure", "png_bytes", "draw_band", "draw_trials", "COLORS", "PERF_LABELS", "fmt"]
+
+COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "range": "#2ca02c", "diverged": "#d62728", "chosen": "#9467bd"}
+
+PERF_LABELS = {
+    "classification": "accuracy",
+    "multiclass": "accuracy (multi-label, threshold 0.5)",
+    "inv-loss": "perf = 1 / (1 + loss)",
+}
+
+
+def new_figure(width: float, height: float, dpi: float = 100) -> Figure:
+    """A figure (inches) with constrained layout, drawn by the Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def png_bytes(fig: Figure, dpi: float | None = None) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi if dpi is not None else fig.dpi)
+    return buf.getvalue()
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """A short human number: 3 significant digits, no exponent for ordinary magnitudes."""
+    if x is None or not np.isfinite(x):
+        return "n/a"
+    return f"{x:.{digits}g}"
+
+
+def draw_band(ax: Axes, x: np.ndarray, band: Band, color: str, what: str, unit: str,
+              curves: np.ndarray | None = None, **kw: Any) -> None:
+    """Mean line and a shaded band, labelled with what it is and N.
+
+    The band is the 95% CI of the mean; given ``curves`` it is their min–max spread instead
+    (for a handful of tuner repeats, whose t-interval would dwarf the data).
+    """
+    n = int(band.n.max()) if band.n.size else 0
+    ax.plot(x, band.mean, color=color, lw=2, label=f"{what}: mean of {n} {unit}", **kw)
+    if n > 1:
+        if curves is not None:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns after divergence
+                low, high = np.nanmin(curves, axis=0), np.nanmax(curves, axis=0)
+            ax.fill_between(x, low, high, color=color, alpha=0.25, lw=0, label=f"{what}: min–max of {n} {unit}")
+        else:
+            ax.fill_between(x, band.low, band.high, color=color, alpha=0.25, lw=0,
+                            label=f"{what}: 95% CI of the mean (N={n})")
+
+
+def draw_trials(ax: Axes, x: np.ndarray, curves: np.ndarray, color: str, label: str | None) -> None:
+    """One thin line per row of ``curves``; one legend entry for all of them."""
+    for k, row in enumerate(np.atleast_2d(curves)):
+        ax.plot(x, row, color=color, lw=0.7, alpha=0.35, label=label if k == 0 else None)

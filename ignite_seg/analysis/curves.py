@@ -1,0 +1,215 @@
+"""The final trials: loss and perf through time, and the distribution of the final metrics."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, NamedTuple
+
+import numpy as np
+
+from ._mpl import COLORS, PERF_LABELS, draw_band, draw_trials, fmt, new_figure
+from .stats import Band, Stats, describe, mean_band
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "CurveSet", "ThroughTimeInfo", "throughtime_info", "plot_throughtime", "draw_throughtime_panel",
+    "FinalInfo", "final_info", "plot_final_distribution", "draw_final_distribution",
+    "FinalPairsInfo", "final_pairs_info", "plot_final_pairs",
+]
+
+
+class CurveSet(NamedTuple):
+    trials: np.ndarray
+    band: Band
+
+
+class ThroughTimeInfo(NamedTuple):
+    epochs: np.ndarray
+    trial_ids: np.ndarray
+    loss_train: CurveSet
+    loss_val: CurveSet
+    perf_train: CurveSet
+    perf_val: CurveSet
+    perf_label: str
+
+
+def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classification") -> ThroughTimeInfo | None:
+    """Curves of every completed trial with their mean ± 95% band; ``None`` without completed trials."""
+    epochs = np.asarray(tt.get("epochs", np.zeros(0)), dtype=np.float64)
+    ids = np.asarray(tt.get("trial_ids", np.zeros(0)), dtype=np.int64)
+    if epochs.size == 0 or ids.size == 0:
+        return None
+
+    def cs(key: str) -> CurveSet:
+        y = np.asarray(tt[key], dtype=np.float64).reshape(ids.size, epochs.size)
+        return CurveSet(y, mean_band(y))
+
+    return ThroughTimeInfo(epochs, ids, cs("losses_train"), cs("losses_val"), cs("perfs_train"), cs("perfs_val"),
+                           PERF_LABELS.get(accuracy_style, "perf"))
+
+
+def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: int | None = None) -> None:
+    """Loss (``which="loss"``) or perf, train and val, every trial and the mean band, to ``upto`` points."""
+    x = info.epochs[:upto]
+    n = info.trial_ids.size
+    pair = (info.loss_train, info.loss_val) if which == "loss" else (info.perf_train, info.perf_val)
+    for split, cset in zip(("train", "val"), pair):
+        draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{split}: each trial (N={n})")
+        draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), COLORS[split], split, "trials")
+    ax.set_xlim(info.epochs[0], info.epochs[-1])
+    ax.set_xlabel("epoch")
+    if which == "loss":
+        every = np.concatenate([c.trials.ravel() for c in pair])
+        every = every[np.isfinite(every)]
+        if every.size and every.min() > 0 and every.max() / every.min() > 20:
+            ax.set_yscale("log")
+            ax.set_ylabel("loss (log scale)")
+        else:
+            ax.set_ylabel("loss")
+        if every.size:
+            lo, hi = float(every.min()), float(every.max())
+            ax.set_ylim(*((lo / 1.3, hi * 1.3) if ax.get_yscale() == "log" else (lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))))
+    else:
+        ax.set_ylabel(info.perf_label)
+        every = np.concatenate([c.trials.ravel() for c in pair])
+        every = every[np.isfinite(every)]
+        if every.size:
+            lo, hi = float(every.min()), float(every.max())
+            ax.set_ylim(lo - 0.05 * (hi - lo or 1), hi + 0.05 * (hi - lo or 1))
+    ax.grid(True, alpha=0.3)
+
+
+def plot_throughtime(info: ThroughTimeInfo, dpi: float = 110) -> Figure:
+    """Train/val loss and perf through time: each trial and the mean ± 95% CI across trials."""
+    fig = new_figure(12, 4.6, dpi)
+    axes = fig.subplots(1, 2)
+    for ax, which in zip(axes, ("loss", "perf")):
+        draw_throughtime_panel(ax, info, which)
+        ax.set_title(f"{'Loss' if which == 'loss' else info.perf_label.capitalize()} through time")
+        ax.legend(fontsize=8, loc="upper right" if which == "loss" else "lower right", framealpha=0.85)
+    fig.suptitle(f"Final trials through time (N={info.trial_ids.size} completed trials; fixed subsets of train/val)")
+    return fig
+
+
+class FinalInfo(NamedTuple):
+    trial_ids: np.ndarray
+    values: np.ndarray
+    stats: Stats
+    label: str
+    n_failed: int
+    n_diverged: int
+
+
+def final_info(results: Mapping[str, np.ndarray], key: str = "final_perf_val", label: str = "final val perf",
+               n_failed: int = 0, n_diverged: int = 0) -> FinalInfo | None:
+    """One final metric of the completed trials and its statistics (``mode`` from the name)."""
+    ids = np.asarray(results.get("trial_ids", np.zeros(0)), dtype=np.int64)
+    if ids.size == 0:
+        return None
+    values = np.asarray(results[key], dtype=np.float64)
+    mode = "min" if "loss" in key else "max"
+    return FinalInfo(ids, values, describe(values, ids, mode), label, int(n_failed), int(n_diverged))
+
+
+def _jitter(n: int) -> np.ndarray:
+    """Deterministic offsets in [-0.3, 0.3] (golden-ratio sequence) so the figure is reproducible."""
+    return (np.mod(np.arange(n) * 0.6180339887, 1.0) - 0.5) * 0.6
+
+
+def draw_final_distribution(ax: Axes, info: FinalInfo, upto: int | None = None) -> None:
+    """Strip plot of the trials' values with the mean, its 95% CI and the best/worst trials."""
+    v = info.values[:upto]
+    s = info.stats
+    y = _jitter(info.values.size)[:upto]
+    finite = info.values[np.isfinite(info.values)]
+    if finite.size >= 10:
+        counts, edges = np.histogram(finite, bins="auto")
+        ax2 = ax.twinx()
+        ax2.stairs(counts, edges, fill=True, color="grey", alpha=0.18, label="histogram")
+        ax2.set_ylabel("trials per bin", color="grey")
+        ax2.set_zorder(ax.get_zorder() - 1)
+        ax.patch.set_visible(False)
+    ax.plot(v, y, "o", color=COLORS["val"], ms=8, alpha=0.8, mec="k", mew=0.5, label=f"one trial (N={s.n})")
+    if upto is None or upto >= info.values.size:
+        if s.n > 1:
+            ax.axvspan(s.ci_low, s.ci_high, color=COLORS["val"], alpha=0.18, lw=0,
+                       label=f"95% CI of the mean [{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}]")
+        ax.axvline(s.mean, color="k", lw=1.5, label=f"mean {fmt(s.mean, 4)} (std {fmt(s.std, 2)})")
+        if s.best_trial is not None:
+            k = int(np.flatnonzero(info.trial_ids == s.best_trial)[0])
+            ax.annotate(f"best: trial {s.best_trial}", (s.best, y[k]), textcoords="offset points",
+                        xytext=(0, 10), ha="center", fontsize=8)
+            k = int(np.flatnonzero(info.trial_ids == s.worst_trial)[0])
+            if s.worst_trial != s.best_trial:
+                ax.annotate(f"worst: trial {s.worst_trial}", (s.worst, y[k]), textcoords="offset points",
+                            xytext=(0, -14), ha="center", fontsize=8)
+    ax.set_ylim(-1, 1.2)
+    ax.set_yticks([])
+    if finite.size:
+        lo, hi = float(finite.min()), float(finite.max())
+        pad = max(0.08 * (hi - lo), 1e-3 * max(abs(hi), 1e-12), 1e-9)
+        ax.set_xlim(lo - pad, hi + pad)
+    ax.set_xlabel(info.label)
+    ax.grid(True, axis="x", alpha=0.3)
+
+
+def plot_final_distribution(info: FinalInfo, dpi: float = 110) -> Figure:
+    """Distribution of a final metric across trials (one dot per trial)."""
+    fig = new_figure(8, 3.8, dpi)
+    ax = fig.subplots()
+    draw_final_distribution(ax, info)
+    ax.legend(fontsize=8, loc="upper left", framealpha=0.9, ncols=2)
+    extra = []
+    if info.n_failed:
+        extra.append(f"{info.n_failed} failed")
+    if info.n_diverged:
+        extra.append(f"{info.n_diverged} diverged")
+    note = f"; not shown: {', '.join(extra)}" if extra else ""
+    ax.set_title(f"{info.label.capitalize()} across {info.stats.n} completed trials{note}")
+    return fig
+
+
+class FinalPairsInfo(NamedTuple):
+    trial_ids: np.ndarray
+    loss_train: np.ndarray
+    loss_val: np.ndarray
+    perf_train: np.ndarray
+    perf_val: np.ndarray
+    perf_label: str
+
+
+def final_pairs_info(results: Mapping[str, np.ndarray], accuracy_style: str = "classification") -> FinalPairsInfo | None:
+    ids = np.asarray(results.get("trial_ids", np.zeros(0)), dtype=np.int64)
+    if ids.size == 0:
+        return None
+    g = lambda k: np.asarray(results[k], dtype=np.float64)  # noqa: E731
+    return FinalPairsInfo(ids, g("final_loss_train"), g("final_loss_val"), g("final_perf_train"),
+                          g("final_perf_val"), PERF_LABELS.get(accuracy_style, "perf"))
+
+
+def plot_final_pairs(info: FinalPairsInfo, dpi: float = 110) -> Figure:
+    """Final train and val loss and perf of each trial, joined per trial: the generalisation gap."""
+    fig = new_figure(10, 4.4, dpi)
+    axes = fig.subplots(1, 2)
+    n = info.trial_ids.size
+    for ax, (name, tr, va) in zip(axes, (("loss", info.loss_train, info.loss_val),
+                                         (info.perf_label, info.perf_train, info.perf_val))):
+        for k in range(n):
+            ax.plot([0, 1], [tr[k], va[k]], "-", color="grey", lw=0.8, alpha=0.6,
+                    label=f"one trial (N={n})" if k == 0 else None)
+        ax.plot(np.zeros(n), tr, "o", color=COLORS["train"], ms=7, mec="k", mew=0.5, label="train")
+        ax.plot(np.ones(n), va, "o", color=COLORS["val"], ms=7, mec="k", mew=0.5, label="val")
+        gap = va - tr
+        gap = gap[np.isfinite(gap)]
+        if gap.size:
+            ax.text(0.5, 0.02, f"mean gap val − train: {fmt(float(gap.mean()), 3)}", transform=ax.transAxes,
+                    ha="center", va="bottom", fontsize=9)
+        ax.set_xticks([0, 1], ["final train", "final val"])
+        ax.set_xlim(-0.4, 1.4)
+        ax.set_ylabel(f"final {name}")
+        ax.set_title(f"Final {name}: train → val per trial")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8, loc="best", framealpha=0.9)
+    fig.suptitle(f"Generalisation gap of the {n} completed trials (full train and val sets)")
+    return fig

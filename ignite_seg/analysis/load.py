@@ -1,0 +1,53 @@
+"""Reading a run folder for the analysis (numpy and JSON only, no matplotlib)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..fileio import read_json
+from ..folder import RunFolder
+
+__all__ = ["read_npz", "read_json_or_none", "trial_records", "hidden_path", "HPARAM_FILES"]
+
+#: The tuner's files in ``hparams/`` (each may be absent).
+HPARAM_FILES = ("final.json", "misc.json", "lr_vs_perf.npz", "bs_vs_perf.npz", "bs_sampled.npz")
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray] | None:
+    """All arrays of an ``.npz``, or ``None`` when the file does not exist."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        return None
+
+
+def read_json_or_none(path: Path) -> Any:
+    try:
+        return read_json(path)
+    except FileNotFoundError:
+        return None
+
+
+def trial_records(rf: RunFolder) -> list[dict[str, Any]]:
+    """Every finished trial's ``result.json`` (all statuses), with ``error_text`` from error.txt."""
+    out = []
+    for tid, res in rf.finished_trials():
+        rec = dict(res)
+        rec["trial_id"] = tid
+        err = rf.trial(tid) / "error.txt"
+        if err.is_file():
+            rec["error_text"] = err.read_text(encoding="utf-8", errors="replace")
+        out.append(rec)
+    return out
+
+
+def hidden_path(rf: RunFolder) -> Path | None:
+    """The ``hidden.npz`` of the (one) trial that recorded hidden representations, if any."""
+    for tid in rf.trial_ids():
+        p = rf.trial(tid) / "hidden.npz"
+        if p.is_file():
+            return p
+    return None

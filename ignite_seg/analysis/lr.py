@@ -1,0 +1,190 @@
+"""The learning rate: the LR range test (``lr_vs_perf.npz``) and the schedule of the final trials."""
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+
+import numpy as np
+
+from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure
+from .stats import Band, mean_band
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["LRSweepInfo", "lr_sweep_info", "plot_lr_sweep", "ScheduleInfo", "schedule_info", "plot_schedule",
+           "draw_lr_sweep_panel"]
+
+
+class LRSweepInfo(NamedTuple):
+    lrs: np.ndarray
+    losses: np.ndarray
+    perfs: np.ndarray
+    loss_band: Band
+    perf_band: Band
+    loss_smoothed: np.ndarray
+    perf_smoothed: np.ndarray
+    loss_deriv: np.ndarray
+    perf_deriv: np.ndarray
+    lr_range: tuple[float, float]
+    diverged_lr: np.ndarray
+    n_repeats: int
+
+
+def _rows(a: Any, p: int) -> np.ndarray:
+    a = np.asarray(a if a is not None else np.zeros((0, p)), dtype=np.float64)
+    return a.reshape(-1, p) if a.size else np.zeros((0, p))
+
+
+def lr_sweep_info(arrays: Mapping[str, np.ndarray]) -> LRSweepInfo | None:
+    """The LR range test's curves; ``None`` when the sweep is empty (e.g. the ``fastest`` preset)."""
+    lrs = np.asarray(arrays.get("lrs", np.zeros(0)), dtype=np.float64).ravel()
+    p = lrs.size
+    if p == 0:
+        return None
+    losses, perfs = _rows(arrays.get("losses"), p), _rows(arrays.get("perfs"), p)
+    ls, ps = _rows(arrays.get("losses_smoothed"), p), _rows(arrays.get("perfs_smoothed"), p)
+    nan = np.full(p, np.nan)
+    with warnings.catch_warnings():  # all-NaN columns (every repeat diverged) give NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        loss_sm = np.nanmean(ls, axis=0) if ls.shape[0] else nan
+        perf_sm = np.nanmean(ps, axis=0) if ps.shape[0] else nan
+    rng = np.asarray(arrays.get("lr_range", [np.nan, np.nan]), dtype=np.float64).ravel()
+    return LRSweepInfo(
+        lrs=lrs, losses=losses, perfs=perfs, loss_band=mean_band(losses), perf_band=mean_band(perfs),
+        loss_smoothed=loss_sm, perf_smoothed=perf_sm,
+        loss_deriv=np.asarray(arrays.get("loss_deriv", nan), dtype=np.float64).ravel(),
+        perf_deriv=np.asarray(arrays.get("perf_deriv", nan), dtype=np.float64).ravel(),
+        lr_range=(float(rng[0]), float(rng[1])) if rng.size >= 2 else (np.nan, np.nan),
+        diverged_lr=np.asarray(arrays.get("diverged_lr", np.zeros(0)), dtype=np.float64).ravel(),
+        n_repeats=int(max(losses.shape[0], perfs.shape[0])),
+    )
+
+
+def _mark_range_and_divergence(ax: Axes, info: LRSweepInfo, legend: bool) -> None:
+    lo, hi = info.lr_range
+    if np.isfinite(lo) and np.isfinite(hi):
+        ax.axvspan(lo, hi, color=COLORS["range"], alpha=0.15, lw=0,
+                   label=f"chosen range [{fmt(lo)}, {fmt(hi)}]" if legend else None)
+    div = info.diverged_lr[np.isfinite(info.diverged_lr)]
+    for k, d in enumerate(div):
+        ax.axvline(d, color=COLORS["diverged"], ls=":", lw=1.5,
+                   label=(f"diverged ({div.size} of {info.n_repeats} repeats)" if legend and k == 0 else None))
+
+
+def _loss_ylim(ax: Axes, info: LRSweepInfo) -> None:
+    finite = info.losses[np.isfinite(info.losses)]
+    if finite.size:
+        start = np.nanmax(info.losses[:, : max(1, info.lrs.size // 20)])
+        top = min(float(finite.max()), 1.6 * float(start)) if np.isfinite(start) else float(finite.max())
+        bottom = float(finite.min())
+        pad = 0.05 * (top - bottom if top > bottom else 1.0)
+        ax.set_ylim(bottom - pad, top + pad)
+
+
+def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | None = None, legend: bool = True,
+                        marks: bool = True) -> None:
+    """One panel (``which`` = loss | perf) of the sweep; ``upto`` draws only the first points.
+
+    ``marks`` adds the chosen range and the divergence points.
+    """
+    x = info.lrs[:upto]
+    curves = (info.losses if which == "loss" else info.perfs)[:, :upto]
+    band = info.loss_band if which == "loss" else info.perf_band
+    band = Band(*(a[:upto] for a in band))
+    color = COLORS["train"] if which == "loss" else COLORS["val"]
+    draw_trials(ax, x, curves, color, f"each repeat (N={info.n_repeats})")
+    draw_band(ax, x, band, color, "repeats", "repeats", curves=curves)
+    if marks:
+        _mark_range_and_divergence(ax, info, legend)
+    ax.set_xscale("log")
+    ax.set_xlim(info.lrs[0], info.lrs[-1])
+    ax.set_xlabel("learning rate (log scale)")
+    ax.set_ylabel("training loss" if which == "loss" else "perf (held-out slice of the train set)")
+    if which == "loss":
+        _loss_ylim(ax, info)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def plot_lr_sweep(info: LRSweepInfo, dpi: float = 110) -> Figure:
+    """LR range test: loss and perf against LR (log x), with the derivatives used to choose the range."""
+    fig = new_figure(12, 7.5, dpi)
+    axes = fig.subplots(2, 2, sharex="col", height_ratios=[2.2, 1])
+    for col, which in enumerate(("loss", "perf")):
+        ax = axes[0, col]
+        draw_lr_sweep_panel(ax, info, which)
+        ax.set_xlabel("")
+        ax.set_title(f"LR range test: {which} vs learning rate")
+        # a range test's loss starts high and falls, its perf starts low and rises: the free corners
+        ax.legend(fontsize=8, loc="lower left" if which == "loss" else "upper left", framealpha=0.85)
+        dax = axes[1, col]
+        deriv = info.loss_deriv if which == "loss" else info.perf_deriv
+        if deriv.size == info.lrs.size:
+            dax.plot(info.lrs, deriv, color="k", lw=1.2, label=f"d {which} / d log10(lr), smoothed mean")
+        dax.axhline(0, color="grey", lw=0.8)
+        _mark_range_and_divergence(dax, info, legend=False)
+        dax.set_xscale("log")
+        dax.set_xlabel("learning rate (log scale)")
+        dax.set_ylabel(f"d {which} / d log10(lr)")
+        dax.legend(fontsize=8, loc="best", framealpha=0.85)
+        dax.grid(True, alpha=0.3)
+        finite = deriv[np.isfinite(deriv)]
+        if finite.size:
+            lo, hi = np.percentile(finite, [2, 98])
+            pad = 0.1 * (hi - lo if hi > lo else 1.0)
+            dax.set_ylim(min(lo, 0) - pad, max(hi, 0) + pad)
+    fig.suptitle(f"Learning-rate range test ({info.n_repeats} repeat{'s' if info.n_repeats != 1 else ''}, "
+                 f"{info.lrs.size} points, geometric LR growth)")
+    return fig
+
+
+class ScheduleInfo(NamedTuple):
+    epochs: np.ndarray
+    lrs: np.ndarray
+    lr_start: float
+    lr_end: float
+    cycle_size_epochs: float
+    n_epochs: float
+
+
+def schedule_info(hp: Mapping[str, Any], points_per_half_cycle: int = 40) -> ScheduleInfo:
+    """The final trials' triangular cyclical LR (ignite's ``LinearCyclicalScheduler``) per epoch.
+
+    The LR goes from ``lr_start`` to ``lr_end`` in half a cycle and back in the other half. The
+    curve is sampled ``points_per_half_cycle`` times per half cycle (so it also reads right on a
+    log axis) and at the last epoch.
+    """
+    start, end = float(hp["lr_start"]), float(hp["lr_end"])
+    cycle, total = float(hp["cycle_size_epochs"]), float(hp["epochs"])
+    step = cycle / 2 / points_per_half_cycle
+    n = int(np.floor(total / step + 1e-9))
+    x = np.arange(n + 1) * step
+    if x[-1] < total - 1e-9:
+        x = np.append(x, total)
+    progress = np.mod(x / cycle, 1.0)
+    progress = np.where(np.isclose(progress, 1.0), 0.0, progress)
+    w = np.abs(progress - 0.5) * 2  # 1 at the cycle's ends (lr_start), 0 in its middle (lr_end)
+    lrs = w * start + (1 - w) * end
+    return ScheduleInfo(x, lrs, start, end, cycle, total)
+
+
+def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, float] | None = None) -> Figure:
+    """The learning rate of the final trials through training (log y)."""
+    fig = new_figure(8, 3.6, dpi)
+    ax = fig.subplots()
+    ax.plot(info.epochs, info.lrs, color=COLORS["chosen"], lw=2, label="learning rate of every final trial")
+    ax.axhline(info.lr_start, color="grey", ls="--", lw=0.8, label=f"lr_start = {fmt(info.lr_start)}")
+    ax.axhline(info.lr_end, color="grey", ls=":", lw=0.8, label=f"lr_end = {fmt(info.lr_end)}")
+    ax.set_yscale("log")
+    lo, hi = min(info.lr_start, info.lr_end), max(info.lr_start, info.lr_end)
+    ax.set_ylim(lo / 1.6, hi * 2.2)
+    ax.set_xlim(0, info.n_epochs)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("learning rate (log scale)")
+    n_cycles = info.n_epochs / info.cycle_size_epochs
+    ax.set_title(f"Triangular cyclical schedule: cycle {fmt(info.cycle_size_epochs)} epochs, "
+                 f"{fmt(info.n_epochs)} epochs ({fmt(n_cycles)} cycles); linear ramps, log axis")
+    ax.legend(fontsize=8, loc="upper right", ncols=3, framealpha=0.9)
+    ax.grid(True, alpha=0.3)
+    return fig

@@ -1,0 +1,285 @@
+"""The text summary: chosen hyperparameters with their evidence, trial statistics, failures."""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from ._mpl import PERF_LABELS, fmt
+from .stats import Stats, describe
+
+__all__ = ["SummaryInfo", "Problem", "summary_info", "render_markdown", "summary_json", "METRICS"]
+
+#: Final metrics: results.npz key, label, direction of "best".
+METRICS: tuple[tuple[str, str, str], ...] = (
+    ("final_loss_train", "train loss", "min"),
+    ("final_loss_val", "val loss", "min"),
+    ("final_perf_train", "train perf", "max"),
+    ("final_perf_val", "val perf", "max"),
+)
+
+HP_ORDER = ("lr_start", "lr_end", "batch_size", "cycle_size_epochs", "epochs", "optimizer", "momentum",
+            "weight_decay", "grad_clip_norm")
+
+
+class Problem(NamedTuple):
+    trial_id: int
+    status: str
+    reason: str
+
+
+class SummaryInfo(NamedTuple):
+    title: str
+    created: str | None
+    state: str
+    versions: dict[str, str]
+    accuracy_style: str
+    hp_kind: str
+    final_hp: dict[str, Any]
+    evidence: dict[str, tuple[str, ...]]
+    stats: dict[str, Stats]
+    seconds: Stats
+    counts: dict[str, int]
+    problems: tuple[Problem, ...]
+    misc: Any
+
+
+def _f(a: Any) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64).ravel()
+
+
+def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str) -> tuple[str, ...]:
+    if hp_kind == "fixed":
+        return ("given by the user (FixedHyperparameters): no LR range test was run",)
+    if lr is None:
+        return ("no LR range test recorded (hparams/lr_vs_perf.npz is missing)",)
+    lrs = _f(lr.get("lrs", []))
+    if lrs.size == 0:
+        return ("the preset recorded no LR sweep (empty hparams/lr_vs_perf.npz)",)
+    losses = np.asarray(lr.get("losses", np.zeros((0, lrs.size))), dtype=np.float64).reshape(-1, lrs.size)
+    rng = _f(lr.get("lr_range", [np.nan, np.nan]))
+    out = [
+        f"LR range test: {losses.shape[0]} repeat(s), {lrs.size} points from {fmt(lrs[0])} to {fmt(lrs[-1])} "
+        "(geometric)",
+        f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: the steepest sustained improvement of the smoothed loss "
+        "against log LR",
+    ]
+    deriv = _f(lr.get("loss_deriv", []))
+    if deriv.size == lrs.size and np.isfinite(deriv).any():
+        k = int(np.nanargmin(deriv))
+        out.append(f"steepest loss decrease d loss/d log10(lr) = {fmt(deriv[k])} at lr {fmt(lrs[k])}")
+    div = _f(lr.get("diverged_lr", []))
+    fin = div[np.isfinite(div)]
+    if fin.size:
+        out.append(f"diverged in {fin.size} of {div.size} repeat(s), at lr " + ", ".join(fmt(d) for d in fin))
+    elif div.size:
+        out.append(f"no repeat diverged ({div.size} repeat(s))")
+    return tuple(out)
+
+
+def _bs_evidence(bs: Mapping[str, Any] | None, sampled: Mapping[str, Any] | None, hp_kind: str) -> tuple[str, ...]:
+    if hp_kind == "fixed":
+        return ("given by the user (FixedHyperparameters): no batch-size search was run",)
+    out: list[str] = []
+    if bs is not None:
+        ns = _f(bs.get("noise_scale", np.nan))
+        vals = _f(bs.get("noise_scale_values", []))
+        if ns.size and np.isfinite(ns[0]):
+            extra = f" (from {vals.size} estimate(s) during the sweep)" if vals.size else ""
+            out.append(f"gradient noise scale B_simple ≈ {fmt(ns[0])}{extra}")
+        rng = _f(bs.get("bs_range", []))
+        if rng.size >= 2 and np.isfinite(rng).all():
+            out.append(f"candidate range [{fmt(rng[0])}, {fmt(rng[1])}]")
+    if sampled is not None:
+        cand = _f(sampled.get("bss", []))
+        if cand.size:
+            scores = np.asarray(sampled.get("scores", np.zeros((0, cand.size))), dtype=np.float64).reshape(-1, cand.size)
+            budget = _f(sampled.get("budget_epochs", []))
+            parts = []
+            for j, b in enumerate(cand):
+                col = scores[:, j]
+                col = col[np.isfinite(col)]
+                bud = f", {fmt(budget[j], 2)} ep" if budget.size == cand.size else ""
+                parts.append(f"{int(b)}: {fmt(float(col.mean()), 4)}{bud}" if col.size else f"{int(b)}: pruned")
+            out.append(f"candidates (batch: mean score{', budget' if budget.size == cand.size else ''}): "
+                       + "; ".join(parts))
+            ch = _f(sampled.get("chosen", np.nan))
+            if ch.size and np.isfinite(ch[0]):
+                out.append(f"best candidate: {int(ch[0])} (highest mean short-run score)")
+    if not out:
+        out.append("no batch-size evidence recorded (hparams/bs_vs_perf.npz and bs_sampled.npz are missing "
+                   "or empty; the preset may skip the candidate runs)")
+    return tuple(out)
+
+
+def _reason(rec: Mapping[str, Any]) -> str:
+    if rec.get("status") == "diverged":
+        it = rec.get("diverged_iteration")
+        base = rec.get("error") or "loss became non-finite"
+        return base if it is None or str(it) in str(base) else f"{base} (iteration {it})"
+    if rec.get("error"):
+        return str(rec["error"])
+    text = str(rec.get("error_text") or "").strip()
+    return text.splitlines()[-1][:500] if text else "no error recorded"
+
+
+def summary_info(
+    run: Mapping[str, Any],
+    final_hp: Mapping[str, Any] | None,
+    results: Mapping[str, np.ndarray] | None,
+    records: Sequence[Mapping[str, Any]],
+    misc: Any = None,
+    lr: Mapping[str, Any] | None = None,
+    bs: Mapping[str, Any] | None = None,
+    bs_sampled: Mapping[str, Any] | None = None,
+    title: str = "run",
+) -> SummaryInfo:
+    """Everything the summary says, from the folder's records (pure)."""
+    hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
+    hp = dict(final_hp or {})
+    lr_ev, bs_ev = _lr_evidence(lr, hp_kind), _bs_evidence(bs, bs_sampled, hp_kind)
+    evidence = {"lr_start": lr_ev, "lr_end": lr_ev, "batch_size": bs_ev}
+    sched = ("given by the user (FixedHyperparameters)",) if hp_kind == "fixed" else (
+        "from the dataset size and the preset (min/max epochs); see misc.json",)
+    evidence["cycle_size_epochs"] = sched
+    evidence["epochs"] = sched
+    ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
+    stats = {key: describe(np.asarray((results or {}).get(key, np.zeros(0)), dtype=np.float64), ids, mode)
+             for key, _label, mode in METRICS}
+    seconds = describe(np.asarray((results or {}).get("seconds", np.zeros(0)), dtype=np.float64), ids, "min")
+    counts = {"completed": 0, "diverged": 0, "failed": 0}
+    problems = []
+    for rec in sorted(records, key=lambda r: int(r["trial_id"])):
+        status = str(rec.get("status"))
+        counts[status] = counts.get(status, 0) + 1
+        if status != "completed":
+            problems.append(Problem(int(rec["trial_id"]), status, _reason(rec)))
+    planned = run.get("planned_trials") or []
+    counts["planned"] = len(planned)
+    counts["unfinished"] = len(set(int(t) for t in planned) - {int(r["trial_id"]) for r in records})
+    return SummaryInfo(
+        title=title, created=run.get("created"), state=str(run.get("state", "unknown")),
+        versions=dict(run.get("versions", {})), accuracy_style=str(run.get("accuracy_style", "classification")),
+        hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
+        problems=tuple(problems), misc=misc,
+    )
+
+
+def _metric_label(key: str, label: str, style: str) -> str:
+    if "perf" in key:
+        return f"{label} ({PERF_LABELS.get(style, 'perf')})"
+    return label
+
+
+def _misc_lines(obj: Any, depth: int = 0) -> list[str]:
+    pad = "  " * depth
+    if isinstance(obj, Mapping):
+        lines = []
+        for k, v in obj.items():
+            if isinstance(v, (Mapping, list)) and v and not _is_flat_list(v):
+                lines.append(f"{pad}- **{k}**:")
+                lines.extend(_misc_lines(v, depth + 1))
+            else:
+                lines.append(f"{pad}- **{k}**: {_short(v)}")
+        return lines
+    if isinstance(obj, list):
+        lines = []
+        for i, v in enumerate(obj):
+            if isinstance(v, (Mapping, list)) and v and not _is_flat_list(v):
+                lines.append(f"{pad}- [{i}]:")
+                lines.extend(_misc_lines(v, depth + 1))
+            else:
+                lines.append(f"{pad}- {_short(v)}")
+        return lines
+    return [f"{pad}- {_short(obj)}"]
+
+
+def _is_flat_list(v: Any) -> bool:
+    return isinstance(v, list) and all(not isinstance(x, (Mapping, list)) for x in v)
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return fmt(v, 4)
+    if isinstance(v, list):
+        items = [_short(x) for x in v[:12]]
+        more = f", … ({len(v)} values)" if len(v) > 12 else ""
+        return "[" + ", ".join(items) + more + "]"
+    if v is None:
+        return "null"
+    return str(v)
+
+
+def render_markdown(info: SummaryInfo) -> str:
+    """``summary.md``: a page a person reads first."""
+    c = info.counts
+    lines = [f"# ignite_seg run: {info.title}", ""]
+    lines.append(f"- state: **{info.state}**" + (f", created {info.created}" if info.created else ""))
+    lines.append(f"- perf: {PERF_LABELS.get(info.accuracy_style, 'perf')} (`accuracy_style={info.accuracy_style}`),"
+                 " higher is better")
+    lines.append(f"- hyperparameters: **{info.hp_kind}**")
+    lines.append(f"- trials: {c.get('completed', 0)} completed, {c.get('diverged', 0)} diverged, "
+                 f"{c.get('failed', 0)} failed" + (f", {c['unfinished']} unfinished" if c.get("unfinished") else ""))
+    if info.versions:
+        lines.append("- versions: " + ", ".join(f"{k} {v}" for k, v in info.versions.items()))
+    lines += ["", "## Chosen hyperparameters", "", "| hyperparameter | value | evidence |", "|---|---|---|"]
+    keys = [k for k in HP_ORDER if k in info.final_hp] + [k for k in info.final_hp if k not in HP_ORDER]
+    for k in keys:
+        v = info.final_hp[k]
+        ev = "<br>".join(info.evidence.get(k, ("",)))
+        lines.append(f"| `{k}` | {_short(v)} | {ev} |")
+    lines += ["", "## Final metrics across completed trials", ""]
+    n = info.stats["final_perf_val"].n
+    if n == 0:
+        lines.append("No trial completed, so there are no final metrics.")
+    else:
+        lines += ["| metric | N | mean | std | 95% CI of the mean | best (trial) | worst (trial) |",
+                  "|---|---|---|---|---|---|---|"]
+        for key, label, _mode in METRICS:
+            s = info.stats[key]
+            ci = f"[{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}]" if s.n > 1 else "n/a (one trial)"
+            lines.append(f"| {_metric_label(key, label, info.accuracy_style)} | {s.n} | {fmt(s.mean, 4)} | "
+                         f"{fmt(s.std, 3)} | {ci} | {fmt(s.best, 4)} ({s.best_trial}) | "
+                         f"{fmt(s.worst, 4)} ({s.worst_trial}) |")
+        s = info.seconds
+        if s.n:
+            lines += ["", f"Training time per trial: mean {fmt(s.mean)} s, fastest {fmt(s.best)} s, "
+                      f"slowest {fmt(s.worst)} s."]
+    lines += ["", "## Failed and diverged trials", ""]
+    if info.problems:
+        lines += ["| trial | status | why |", "|---|---|---|"]
+        for p in info.problems:
+            reason = p.reason.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {p.trial_id} | {p.status} | {reason} |")
+        lines += ["", "Full tracebacks: `trials/<i>/error.txt`."]
+    else:
+        lines.append("None.")
+    if info.misc:
+        lines += ["", "## Tuner decisions (hparams/misc.json)", ""] + _misc_lines(info.misc)
+    return "\n".join(lines) + "\n"
+
+
+def summary_json(info: SummaryInfo) -> dict[str, Any]:
+    """``summary.json``: the same facts for programs (NaN become null when written)."""
+
+    def stat(s: Stats) -> dict[str, Any]:
+        d = s.to_dict()
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+
+    return {
+        "title": info.title,
+        "created": info.created,
+        "state": info.state,
+        "versions": info.versions,
+        "accuracy_style": info.accuracy_style,
+        "hyperparameters": {"kind": info.hp_kind, "final": info.final_hp,
+                            "evidence": {k: list(v) for k, v in info.evidence.items()}},
+        "trials": {
+            "counts": info.counts,
+            "final": {key: stat(info.stats[key]) for key, _l, _m in METRICS},
+            "seconds": stat(info.seconds),
+            "problems": [p._asdict() for p in info.problems],
+        },
+        "tuner": info.misc,
+    }

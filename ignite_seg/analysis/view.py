@@ -1,0 +1,134 @@
+"""Extraction from a run folder: each function reads the files it needs and returns an ``_info``.
+
+These are the only analysis functions that read files; the ``*_info`` functions they call are
+pure. Results are cached per process (a worker renders several figures of one folder).
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..folder import RunFolder
+from .batch import BatchInfo, batch_info
+from .curves import FinalInfo, FinalPairsInfo, ThroughTimeInfo, final_info, final_pairs_info, throughtime_info
+from .hidden import PCAInfo, pca_info
+from .load import hidden_path, read_json_or_none, read_npz, trial_records
+from .lr import LRSweepInfo, ScheduleInfo, lr_sweep_info, schedule_info
+from .text import SummaryInfo, summary_info
+
+__all__ = ["run_of", "lr_of", "batch_of", "schedule_of", "throughtime_of", "final_of", "final_pairs_of",
+           "pca_of", "summary_of", "counts_of", "hidden_trial_of"]
+
+
+def _rf(folder: str) -> RunFolder:
+    return RunFolder(folder)
+
+
+def _stamp(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return -1
+
+
+def run_of(folder: str) -> dict[str, Any]:
+    return _run_cached(folder, _stamp(_rf(folder).run_json))
+
+
+@functools.lru_cache(maxsize=8)
+def _run_cached(folder: str, _stamp: int) -> dict[str, Any]:
+    return _rf(folder).read_run()
+
+
+def _npz(path: str) -> dict[str, np.ndarray] | None:
+    """The arrays of ``path``, cached while the file is unchanged (keyed by its mtime)."""
+    return _npz_cached(path, _stamp(Path(path)))
+
+
+@functools.lru_cache(maxsize=32)
+def _npz_cached(path: str, _stamp: int) -> dict[str, np.ndarray] | None:
+    return read_npz(Path(path))
+
+
+def _hp(folder: str, name: str) -> Any:
+    p = _rf(folder).hparams / name
+    return _npz(str(p)) if name.endswith(".npz") else read_json_or_none(p)
+
+
+def lr_of(folder: str) -> LRSweepInfo | None:
+    arrays = _hp(folder, "lr_vs_perf.npz")
+    return lr_sweep_info(arrays) if arrays is not None else None
+
+
+def batch_of(folder: str) -> BatchInfo | None:
+    final = _hp(folder, "final.json") or {}
+    return batch_info(_hp(folder, "bs_vs_perf.npz"), _hp(folder, "bs_sampled.npz"),
+                      float(final.get("batch_size", np.nan)))
+
+
+def schedule_of(folder: str) -> ScheduleInfo | None:
+    final = _hp(folder, "final.json")
+    return schedule_info(final) if final else None
+
+
+def throughtime_of(folder: str) -> ThroughTimeInfo | None:
+    tt = _npz(str(_rf(folder).throughtimes))
+    if tt is None:
+        return None
+    return throughtime_info(tt, str(run_of(folder).get("accuracy_style", "classification")))
+
+
+def counts_of(folder: str) -> dict[str, int]:
+    counts = {"completed": 0, "diverged": 0, "failed": 0}
+    for rec in trial_records(_rf(folder)):
+        counts[str(rec.get("status"))] = counts.get(str(rec.get("status")), 0) + 1
+    return counts
+
+
+def final_of(folder: str) -> FinalInfo | None:
+    results = _npz(str(_rf(folder).results))
+    if results is None:
+        return None
+    from ._mpl import PERF_LABELS
+
+    label = "final val " + PERF_LABELS.get(str(run_of(folder).get("accuracy_style")), "perf")
+    c = counts_of(folder)
+    return final_info(results, "final_perf_val", label, c.get("failed", 0), c.get("diverged", 0))
+
+
+def final_pairs_of(folder: str) -> FinalPairsInfo | None:
+    results = _npz(str(_rf(folder).results))
+    if results is None:
+        return None
+    return final_pairs_info(results, str(run_of(folder).get("accuracy_style", "classification")))
+
+
+def hidden_trial_of(folder: str) -> int | None:
+    p = hidden_path(_rf(folder))
+    return int(p.parent.name) if p is not None else None
+
+
+def pca_of(folder: str) -> PCAInfo | None:
+    p = hidden_path(_rf(folder))
+    if p is None:
+        return None
+    arrays = _npz(str(p))
+    return pca_info(arrays) if arrays else None
+
+
+def run_title(path: Path) -> str:
+    """The folder's last two path components (``digits/current``): ``current`` alone says little."""
+    parts = path.resolve().parts
+    return "/".join(parts[-2:]) if len(parts) >= 2 else str(path)
+
+
+def summary_of(folder: str) -> SummaryInfo:
+    rf = _rf(folder)
+    return summary_info(
+        run_of(folder), _hp(folder, "final.json"), _npz(str(rf.results)), trial_records(rf),
+        misc=_hp(folder, "misc.json"), lr=_hp(folder, "lr_vs_perf.npz"), bs=_hp(folder, "bs_vs_perf.npz"),
+        bs_sampled=_hp(folder, "bs_sampled.npz"), title=run_title(rf.path),
+    )

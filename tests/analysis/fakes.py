@@ -1,0 +1,81 @@
+"""Hand-built tuner files (``hparams/*.npz``, ``misc.json``) in the layout of DESIGN.md."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ignite_seg.analysis.stats import mean_band
+from ignite_seg.fileio import write_json, write_npz
+from ignite_seg.smoothing import moving_average
+
+
+def lr_sweep_arrays(repeats: int = 2, points: int = 120, seed: int = 0) -> dict[str, np.ndarray]:
+    """A range test whose loss falls fastest around lr 1e-2 and diverges near lr 1 (NaN after)."""
+    rng = np.random.default_rng(seed)
+    lrs = np.geomspace(1e-5, 10.0, points)
+    x = np.log10(lrs)
+    losses = np.empty((repeats, points))
+    perfs = np.empty((repeats, points))
+    diverged = np.full(repeats, np.nan)
+    for r in range(repeats):
+        base = 2.3 - 2.0 / (1 + np.exp(-2.5 * (x + 2.0)))
+        blow = np.exp(np.clip(4.0 * (x - (-0.2 + 0.1 * r)), -50, 50))
+        loss = base + 0.02 * blow + 0.03 * rng.standard_normal(points)
+        perf = 0.1 + 0.85 / (1 + np.exp(-2.5 * (x + 2.0))) - 0.02 * np.minimum(blow, 30) + 0.01 * rng.standard_normal(points)
+        best = int(np.argmin(loss))
+        above = np.flatnonzero(loss[best:] > 4 * loss[best]) + best
+        k = int(above[0]) if above.size else points
+        if k < points:
+            diverged[r] = lrs[k]
+            loss[k + 1:] = np.nan
+            perf[k + 1:] = np.nan
+        losses[r], perfs[r] = loss, np.clip(perf, 0, 1)
+    ls, ps = moving_average(losses, 9, axis=1), moving_average(perfs, 9, axis=1)
+    mean_ls = moving_average(mean_band(ls).mean, 9)
+    mean_ps = moving_average(mean_band(ps).mean, 9)
+    return {
+        "lrs": lrs, "losses": losses, "perfs": perfs, "losses_smoothed": ls, "perfs_smoothed": ps,
+        "loss_deriv": np.gradient(mean_ls, x), "perf_deriv": np.gradient(mean_ps, x),
+        "lr_range": np.array([3e-3, 5e-2]), "diverged_lr": diverged,
+    }
+
+
+def bs_arrays(repeats: int = 2) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    bss = np.array([16, 32, 64, 128, 256, 512], dtype=np.float64)
+    perfs = np.array([[0.80, 0.86, 0.88, 0.87, 0.82, 0.74], [0.79, 0.85, 0.89, 0.86, 0.83, 0.72]])[:repeats]
+    bs = {
+        "bss": bss, "perfs": perfs, "perfs_smoothed": perfs.mean(axis=0), "bs_range": np.array([32.0, 128.0]),
+        "noise_scale": np.array(70.0), "noise_scale_lrs": np.array([1e-3, 3e-3, 1e-2, 3e-2]),
+        "noise_scale_values": np.array([55.0, 64.0, 72.0, 80.0]),
+    }
+    sampled = {
+        "bss": np.array([32.0, 48.0, 64.0, 96.0, 128.0]),
+        "scores": np.array([[0.86, 0.88, 0.90, np.nan, np.nan], [0.85, 0.89, 0.91, 0.87, np.nan]])[:repeats],
+        "budget_epochs": np.array([1.0, 2.0, 2.0, 1.0, 0.5]), "chosen": np.array(64.0),
+    }
+    return bs, sampled
+
+
+MISC = {
+    "lr": {"method": "steepest sustained decrease of the smoothed loss", "lr_range": [3e-3, 5e-2],
+           "repeats": 2, "diverged_lr": [0.63, None]},
+    "batch": {"noise_scale": 70.0, "candidates": [32, 48, 64, 96, 128], "rounds": [[32, 48, 64, 96, 128], [48, 64]],
+              "chosen": 64},
+    "schedule": {"cycle_size_epochs": 2, "epochs": 4, "reason": "dataset of 96 items: min_epochs"},
+}
+
+
+def add_tuner_files(folder: Path, empty: bool = False) -> None:
+    """Write the tuner's files into ``folder/hparams`` (``empty``: as the ``fastest`` preset might)."""
+    h = Path(folder) / "hparams"
+    if empty:
+        write_npz(h / "lr_vs_perf.npz", lrs=np.zeros(0), losses=np.zeros((0, 0)), perfs=np.zeros((0, 0)),
+                  lr_range=np.array([1e-3, 1e-2]), diverged_lr=np.zeros(0))
+        write_npz(h / "bs_vs_perf.npz", bss=np.zeros(0), perfs=np.zeros((0, 0)), noise_scale=np.array(np.nan))
+        return
+    write_npz(h / "lr_vs_perf.npz", **lr_sweep_arrays())
+    bs, sampled = bs_arrays()
+    write_npz(h / "bs_vs_perf.npz", **bs)
+    write_npz(h / "bs_sampled.npz", **sampled)
+    write_json(h / "misc.json", MISC)

@@ -1,0 +1,96 @@
+"""The render step: every ``plot_*`` returns a Figure that saves to PNG (into memory)."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from fakes import bs_arrays, lr_sweep_arrays
+from matplotlib.figure import Figure
+
+from ignite_seg.analysis.batch import batch_info, plot_batch_size
+from ignite_seg.analysis.curves import (
+    final_info,
+    final_pairs_info,
+    plot_final_distribution,
+    plot_final_pairs,
+    plot_throughtime,
+    throughtime_info,
+)
+from ignite_seg.analysis.hidden import pca_info, plot_hidden_pca
+from ignite_seg.analysis.lr import lr_sweep_info, plot_lr_sweep, plot_schedule, schedule_info
+
+RNG = np.random.default_rng(0)
+TT = {"epochs": np.linspace(0, 4, 41), "trial_ids": np.arange(4)}
+for _k, _base in (("losses_train", 2.0), ("losses_val", 2.2), ("perfs_train", 0.0), ("perfs_val", 0.0)):
+    _t = np.exp(-TT["epochs"])[None, :] * (1 + 0.05 * RNG.standard_normal((4, 41)))
+    TT[_k] = _base * _t + 0.05 if _k.startswith("losses") else 1 - 0.9 * _t
+RES = {"trial_ids": np.arange(4), "final_perf_val": np.array([0.9, 0.92, 0.88, 0.91]),
+       "final_perf_train": np.array([0.95, 0.96, 0.94, 0.97]), "final_loss_val": np.array([0.3, 0.25, 0.35, 0.28]),
+       "final_loss_train": np.array([0.2, 0.18, 0.22, 0.19])}
+
+
+def _png(fig: Figure) -> bytes:
+    assert isinstance(fig, Figure)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    data = buf.getvalue()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return data
+
+
+def _legend_texts(fig: Figure) -> list[str]:
+    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+
+def test_plot_lr_sweep_log_x_bands_labelled_with_n():
+    fig = plot_lr_sweep(lr_sweep_info(lr_sweep_arrays()))
+    _png(fig)
+    assert all(ax.get_xscale() == "log" for ax in fig.axes)
+    texts = _legend_texts(fig)
+    assert "repeats: min–max of 2 repeats" in texts and "each repeat (N=2)" in texts
+    assert "chosen range [0.003, 0.05]" in texts and "diverged (2 of 2 repeats)" in texts
+    assert all(ax.get_xlabel() == "learning rate (log scale)" for ax in fig.axes[2:])
+
+
+def test_plot_batch_size_panels_and_noise_scale():
+    bs, sampled = bs_arrays()
+    fig = plot_batch_size(batch_info(bs, sampled, 64))
+    _png(fig)
+    assert len(fig.axes) == 3
+    assert "noise scale B_simple ≈ 70" in _legend_texts(fig)
+    assert fig.axes[2].get_xscale() == "log"  # the noise-scale estimates are plotted against the LR
+    only_candidates = batch_info(None, sampled, 64)
+    assert len(plot_batch_size(only_candidates).axes) == 1
+
+
+def test_plot_schedule_log_lr():
+    fig = plot_schedule(schedule_info({"lr_start": 0.05, "lr_end": 0.5, "cycle_size_epochs": 2, "epochs": 4}))
+    _png(fig)
+    assert fig.axes[0].get_yscale() == "log" and "learning rate" in fig.axes[0].get_ylabel()
+
+
+def test_plot_throughtime_every_trial_and_ci_band():
+    fig = plot_throughtime(throughtime_info(TT))
+    _png(fig)
+    texts = _legend_texts(fig)
+    assert "val: 95% CI of the mean (N=4)" in texts and "train: each trial (N=4)" in texts
+    assert len(fig.axes[0].lines) == 2 * (4 + 1)  # train and val: each trial plus the mean
+    assert fig.axes[0].get_xlabel() == "epoch" and fig.axes[1].get_ylabel() == "accuracy"
+
+
+@pytest.mark.parametrize("n", [1, 4, 12])
+def test_plot_final_distribution_any_n(n):
+    res = {"trial_ids": np.arange(n), "final_perf_val": np.linspace(0.8, 0.9, n)}
+    fig = plot_final_distribution(final_info(res, "final_perf_val", "final val accuracy", n_failed=1))
+    _png(fig)
+    assert "not shown: 1 failed" in fig.axes[0].get_title()
+
+
+def test_plot_final_pairs_and_hidden():
+    _png(plot_final_pairs(final_pairs_info(RES)))
+    x = RNG.standard_normal((3, 20, 5))
+    fig = plot_hidden_pca(pca_info({"epochs": np.arange(3.0), "targets": np.arange(20) % 3,
+                                    "layer_names": np.array(["h"]), "layer_0": x}))
+    _png(fig)
+    assert fig.axes[0].name == "3d"

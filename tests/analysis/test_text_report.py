@@ -1,0 +1,87 @@
+"""The summary (info, markdown, JSON) and the HTML page."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from fakes import MISC, bs_arrays, lr_sweep_arrays
+
+from ignite_seg.analysis.report import markdown_to_html, render_index
+from ignite_seg.analysis.stats import describe
+from ignite_seg.analysis.text import Problem, render_markdown, summary_info, summary_json
+
+RUN = {"hyperparameters": {"kind": "tuned"}, "accuracy_style": "classification", "state": "complete",
+       "planned_trials": [0, 1, 2, 3, 4], "versions": {"ignite_seg": "0.1.0"}, "created": "2026-12-02T10:00:00"}
+HP = {"lr_start": 0.003, "lr_end": 0.05, "batch_size": 64, "cycle_size_epochs": 2, "epochs": 4}
+RESULTS = {"trial_ids": np.array([0, 1, 3]), "final_loss_train": np.array([0.2, 0.1, 0.3]),
+           "final_loss_val": np.array([0.3, 0.2, 0.4]), "final_perf_train": np.array([0.95, 0.97, 0.9]),
+           "final_perf_val": np.array([0.9, 0.8, 1.0]), "seconds": np.array([1.0, 2.0, 3.0])}
+RECORDS = [
+    {"trial_id": 0, "status": "completed"}, {"trial_id": 1, "status": "completed"},
+    {"trial_id": 2, "status": "failed", "error": "RuntimeError: boom in training",
+     "error_text": "Traceback ...\nRuntimeError: boom in training\n"},
+    {"trial_id": 3, "status": "completed"},
+    {"trial_id": 4, "status": "diverged", "error": "loss became non-finite at iteration 7", "diverged_iteration": 7},
+]
+
+
+def _info(**kw):
+    bs, sampled = bs_arrays()
+    args = dict(run=RUN, final_hp=HP, results=RESULTS, records=RECORDS, misc=MISC, lr=lr_sweep_arrays(), bs=bs,
+                bs_sampled=sampled, title="digits/current")
+    args.update(kw)
+    return summary_info(**args)
+
+
+def test_summary_info_statistics_and_problems():
+    info = _info()
+    assert info.stats["final_perf_val"] == describe(RESULTS["final_perf_val"], RESULTS["trial_ids"], "max")
+    assert info.stats["final_loss_val"].best_trial == 1 and info.stats["final_perf_val"].best_trial == 3
+    assert info.counts == {"completed": 3, "diverged": 1, "failed": 1, "planned": 5, "unfinished": 0}
+    assert info.problems == (Problem(2, "failed", "RuntimeError: boom in training"),
+                             Problem(4, "diverged", "loss became non-finite at iteration 7"))
+    assert any("B_simple ≈ 70" in line for line in info.evidence["batch_size"])
+    assert any("chosen range [0.003, 0.05]" in line for line in info.evidence["lr_start"])
+    assert any("64: 0.905" in line for line in info.evidence["batch_size"])  # candidate 64's mean score
+    assert any("96: 0.87" in line and "128: pruned" in line for line in info.evidence["batch_size"])
+
+
+def test_summary_info_fixed_hyperparameters_say_so():
+    info = _info(run={**RUN, "hyperparameters": {"kind": "fixed"}}, misc=None, lr=None, bs=None, bs_sampled=None)
+    assert info.evidence["lr_start"] == ("given by the user (FixedHyperparameters): no LR range test was run",)
+    assert "no batch-size search" in info.evidence["batch_size"][0]
+
+
+def test_markdown_has_every_section_and_number():
+    md = render_markdown(_info())
+    for needle in ("# ignite_seg run: digits/current", "## Chosen hyperparameters", "| `batch_size` | 64 |",
+                   "## Final metrics across completed trials", "| 3 | 0.9 | 0.1 |", "## Failed and diverged trials",
+                   "| 2 | failed | RuntimeError: boom in training |", "## Tuner decisions (hparams/misc.json)",
+                   "- **batch**:", "  - **chosen**: 64", "1 diverged, 1 failed"):
+        assert needle in md, needle
+    half = 4.303 * 0.1 / math.sqrt(3)
+    assert f"[{0.9 - half:.4g}, {0.9 + half:.4g}]" in md
+
+
+def test_summary_json_is_strict_json_with_nulls():
+    info = _info(results={k: v[:1] for k, v in RESULTS.items()})
+    text = json.dumps(summary_json(info), allow_nan=True)
+    data = json.loads(text)
+    assert data["trials"]["final"]["final_perf_val"]["std"] is None  # one trial: no std, no NaN in the file
+    assert data["trials"]["problems"][0] == {"trial_id": 2, "status": "failed", "reason": "RuntimeError: boom in training"}
+    assert data["tuner"] == MISC
+
+
+def test_markdown_to_html_tables_lists_and_escaping():
+    html = markdown_to_html("# T\n\n- a **b**\n  - c `d`\n\n| x | y |\n|---|---|\n| 1 \\| 2 | <b> |\n")
+    assert "<h1>T</h1>" in html
+    assert "<ul>\n<li>a <strong>b</strong></li>\n<ul>\n<li>c <code>d</code></li>\n</ul>\n</ul>" in html
+    assert "<td>1 | 2</td><td>&lt;b&gt;</td>" in html
+
+
+def test_render_index_links_only_present_files():
+    page = render_index("t", "# s", ["summary.md", "lr_sweep.png", "throughtime.gif", "throughtime.mp4"],
+                        ["../results.npz"])
+    assert 'src="lr_sweep.png"' in page and 'src="throughtime.gif"' in page and 'href="throughtime.mp4"' in page
+    assert "video.mp4" not in page and "batch_size.png" not in page and 'href="../results.npz"' in page
