@@ -7,6 +7,7 @@ import os
 import platform
 import sys
 import tempfile
+import warnings
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -379,7 +380,13 @@ def _run(
     if analysis_settings.level > 0:
         from .analysis import analyze_folder
 
-        analyze_folder(rf, analysis_settings, cores=n_cores)
+        try:
+            analyze_folder(rf, analysis_settings, cores=n_cores)
+        except Exception as exc:  # the results are safe: report, and let the caller have them
+            logger.error("analysis %r failed (%s: %s); the trials and collated results are saved. Redo it "
+                         "with: python -m ignite_seg.reanalyze %s --analysis %s", analysis_settings.name,
+                         type(exc).__name__, exc, rf.path, analysis_settings.name)
+            warnings.warn(f"analysis failed: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
     return _result(rf, hp, finished)
 
 

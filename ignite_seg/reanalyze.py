@@ -31,11 +31,23 @@ def _cores(value: str) -> int | str:
     return n
 
 
+def _recorded_analysis(folder: str) -> str:
+    """The analysis preset the run was trained with (``images`` when it was ``none``)."""
+    from .folder import RunFolder
+
+    try:
+        recorded = str(RunFolder(folder).read_run().get("analysis", "images"))
+    except FolderError:  # analyze() says what is wrong with the folder
+        return "images"
+    return "images" if recorded in ("none", "text") else recorded
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ignite_seg.reanalyze", description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="a run folder written by ignite_seg.train()")
-    parser.add_argument("--analysis", default="images", choices=list(LEVELS) + sorted(ALIASES), metavar="PRESET",
-                        help=f"analysis preset: {', '.join(LEVELS)} (default: images)")
+    parser.add_argument("--analysis", default=None, choices=list(LEVELS) + sorted(ALIASES), metavar="PRESET",
+                        help=f"analysis preset: {', '.join(LEVELS)} (default: the run's own analysis "
+                        "preset, or images when the run asked for none)")
     parser.add_argument("--cores", type=_cores, default=1, help='worker processes, or "all" (default: 1)')
     parser.add_argument("--force", action="store_true", help="redo every output, even up-to-date ones")
     args = parser.parse_args(argv)
@@ -46,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     ensure_logging()
     log = logging.getLogger("ignite_seg")
     try:
-        analyze(args.folder, analysis=args.analysis, cores=args.cores, force=args.force)
+        analysis = args.analysis or _recorded_analysis(args.folder)
+        analyze(args.folder, analysis=analysis, cores=args.cores, force=args.force)
     except (FolderError, AnalysisUnavailableError, ConfigError) as exc:
         log.error("%s", exc)
         return 2

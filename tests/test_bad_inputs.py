@@ -9,7 +9,7 @@ import dataclasses
 import threading
 
 import pytest
-from conftest import CE, FAST_HP
+from helpers import CE, FAST_HP
 
 import ignite_seg
 from ignite_seg import ConfigError, ConfigTypeError, FolderError

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from conftest import CE
+from helpers import CE
 
 import ignite_seg
 from ignite_seg.folder import RunFolder

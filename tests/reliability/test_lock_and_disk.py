@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import CE, FAST_HP
+from helpers import CE, FAST_HP
 
 import ignite_seg
 from ignite_seg import fileio

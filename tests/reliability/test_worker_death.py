@@ -5,7 +5,7 @@ import json
 import logging
 
 import pytest
-from conftest import CE, FAST_HP
+from helpers import CE, FAST_HP
 
 import ignite_seg
 from ignite_seg.api import trial_seed
