@@ -56,7 +56,9 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
     pair = (info.loss_train, info.loss_val) if which == "loss" else (info.perf_train, info.perf_val)
     for split, cset in zip(("train", "val"), pair):
         draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{split}: each trial (N={n})")
-        draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), COLORS[split], split, "trials")
+        # below 3 trials the t-interval of the mean (t = 12.7 for N = 2) hides the data: show min-max
+        draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), COLORS[split], split, "trials",
+                  curves=cset.trials[:, :upto] if n < 3 else None)
     ax.set_xlim(info.epochs[0], info.epochs[-1])
     ax.set_xlabel("epoch")
     if which == "loss":
