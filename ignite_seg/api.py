@@ -368,7 +368,8 @@ def _run(
     results, tt = collator.arrays()
     write_npz(rf.results, **results)
     write_npz(rf.throughtimes, **tt)
-    run_info["state"] = "complete"
+    # "collated": trials and collation done, the analysis not yet (a crash there is resumed too)
+    run_info["state"] = "collated" if analysis_settings.level > 0 else "complete"
     rf.write_run(run_info)
     n_ok = len(collator)
     logger.info("%d completed trial(s) collated into %s and %s", n_ok, rf.results, rf.throughtimes)
@@ -387,6 +388,8 @@ def _run(
                          "with: python -m ignite_seg.reanalyze %s --analysis %s", analysis_settings.name,
                          type(exc).__name__, exc, rf.path, analysis_settings.name)
             warnings.warn(f"analysis failed: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
+        run_info["state"] = "complete"
+        rf.write_run(run_info)
     return _result(rf, hp, finished)
 
 

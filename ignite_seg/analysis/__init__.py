@@ -90,7 +90,7 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
     _check_collected(run, settings)
     if settings.level == 0:
         return
-    if run.get("state") != "complete":
+    if run.get("state") not in ("complete", "collated"):  # collated: train() is analysing it now
         if not rf.results.is_file():
             raise FolderError(
                 f"the run in {str(rf.path)!r} never finished (state {run.get('state')!r}, no results.npz): "

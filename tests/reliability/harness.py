@@ -14,8 +14,11 @@ SCRIPT = Path(__file__).with_name("killrun.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_driver(spec: dict, kill_at: int | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "IGNITE_SEG_KILL_AT_WRITE"}
+def run_driver(spec: dict, kill_at: int | None = None, timeout: float = 300, trace: bool = False
+               ) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("IGNITE_SEG_KILL_AT_WRITE", "IGNITE_SEG_TRACE_WRITES")}
+    if trace:
+        env["IGNITE_SEG_TRACE_WRITES"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     if kill_at is not None:
         env["IGNITE_SEG_KILL_AT_WRITE"] = str(kill_at)
@@ -23,9 +26,12 @@ def run_driver(spec: dict, kill_at: int | None = None, timeout: float = 300) -> 
                           text=True, timeout=timeout)
 
 
-def writes_of(proc: subprocess.CompletedProcess) -> int:
+def writes_of(proc: subprocess.CompletedProcess) -> list[str]:
+    """The paths of the atomic writes a traced run made, in order (write n is item n - 1)."""
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return int(proc.stdout.split("WRITES")[-1].split()[0])
+    writes = [line.split(" ", 2)[2] for line in proc.stdout.splitlines() if line.startswith("WRITE ")]
+    assert len(writes) == int(proc.stdout.split("WRITES")[-1].split()[0])
+    return writes
 
 
 def completed_trials(folder: Path) -> dict[int, dict]:
@@ -68,5 +74,10 @@ def assert_same_run(folder: Path, reference: Path) -> None:
         assert g == w, tid
     run = json.loads((folder / "run.json").read_text())
     assert run["state"] == "complete"
+    if (reference / "analysis").is_dir():  # the analysis was regenerated, every product of it
+        listing = sorted(p.name for p in (folder / "analysis").iterdir())
+        assert listing == sorted(p.name for p in (reference / "analysis").iterdir())
+        manifest = json.loads((folder / "analysis" / ".manifest.json").read_text())
+        assert manifest == json.loads((reference / "analysis" / ".manifest.json").read_text())
     assert not list(folder.rglob("*.tmp")), "temporary files left behind"
     assert not (folder / ".ignite_seg.lock").exists()

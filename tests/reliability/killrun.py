@@ -23,6 +23,8 @@ def main() -> None:
     from ignite_seg import fileio
 
     torch.set_num_threads(1)  # bitwise-reproducible trials in the driver's threads
+    if os.environ.get("IGNITE_SEG_TRACE_WRITES"):  # print each atomic write: "WRITE <n> <path>"
+        fileio._before_replace_hooks.append(lambda path: print(f"WRITE {fileio.write_count} {path}", flush=True))
     spec = json.loads(sys.argv[1])
     for folder in spec.pop("folders", None) or [spec["folder"]]:
         _train(ignite_seg, {**spec, "folder": folder})
