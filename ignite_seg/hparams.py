@@ -28,6 +28,9 @@ class FixedHyperparameters:
 
     Trials train with a triangular cyclical learning rate that goes from ``lr_start`` to
     ``lr_end`` and back every ``cycle_size_epochs`` epochs, for ``epochs`` epochs in total.
+    ``optimizer`` is plain SGD (with optional ``momentum``) or AdamW; ``weight_decay``,
+    ``grad_clip_norm`` (clip the gradient norm) and ``amp`` (mixed precision: float16 with a
+    gradient scaler on CUDA, bfloat16 on the CPU) are options of the trainer.
 
     Example:
         >>> hp = FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=32,
@@ -45,6 +48,7 @@ class FixedHyperparameters:
     momentum: float = 0.0
     weight_decay: float = 0.0
     grad_clip_norm: float | None = None
+    amp: bool = False
 
     def __post_init__(self) -> None:
         for name in ("lr_start", "lr_end", "cycle_size_epochs", "momentum", "weight_decay"):
@@ -83,6 +87,8 @@ class FixedHyperparameters:
                 "FixedHyperparameters.momentum and weight_decay must be >= 0, got "
                 f"momentum={self.momentum!r}, weight_decay={self.weight_decay!r}."
             )
+        if not isinstance(self.amp, bool):
+            raise ConfigTypeError(f"FixedHyperparameters.amp must be True or False, got {self.amp!r}.")
         if self.grad_clip_norm is not None and not self.grad_clip_norm > 0:
             raise ConfigError(
                 f"FixedHyperparameters.grad_clip_norm must be None or > 0, got {self.grad_clip_norm!r}."

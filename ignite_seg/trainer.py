@@ -142,19 +142,35 @@ def create_trainer(
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     device: torch.device,
     grad_clip_norm: float | None = None,
+    amp: bool = False,
 ) -> Engine:
-    """An ignite ``Engine`` whose step is one SGD update; ``engine.state.output`` is the loss."""
+    """An ignite ``Engine`` whose step is one optimizer update; ``engine.state.output`` is the loss.
+
+    ``amp`` runs the forward pass under ``torch.autocast`` (float16 with a ``GradScaler`` on
+    CUDA, bfloat16 on the CPU); ``grad_clip_norm`` clips the gradient norm before the step.
+    """
+    amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    scaler = torch.amp.GradScaler(device.type) if amp and device.type == "cuda" else None
 
     def step(engine: Engine, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
         model.train()
         x, y = batch
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        if grad_clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
-        optimizer.step()
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
+            loss = loss_fn(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            if grad_clip_norm is not None:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            if grad_clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
+            optimizer.step()
         return float(loss.item())
 
     return Engine(step)
@@ -353,7 +369,7 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     iters_per_epoch = len(batches)
 
     optimizer = make_optimizer(model, hp)
-    engine = create_trainer(model, optimizer, recipe.loss_fn, device, hp.grad_clip_norm)
+    engine = create_trainer(model, optimizer, recipe.loss_fn, device, hp.grad_clip_norm, hp.amp)
     cycle = max(2, int(round(hp.cycle_size_epochs * iters_per_epoch)))
     scheduler = LinearCyclicalScheduler(optimizer, "lr", start_value=hp.lr_start, end_value=hp.lr_end, cycle_size=cycle)
     engine.add_event_handler(Events.ITERATION_STARTED, scheduler)

@@ -113,6 +113,22 @@ def test_accuracy_styles(run_kwargs, model, dataset, loss, style):
         assert 0.5 < t.perf_val <= 1.0
 
 
+@pytest.mark.parametrize("options", [
+    {"optimizer": "adamw", "weight_decay": 0.01, "lr_start": 0.001, "lr_end": 0.01},
+    {"momentum": 0.9, "grad_clip_norm": 1.0},
+    {"amp": True},
+], ids=["adamw", "momentum-clip", "amp"])
+def test_trainer_options(run_kwargs, options):
+    import dataclasses
+
+    hp = dataclasses.replace(run_kwargs["hyperparameters"], epochs=5, **options)
+    res = ignite_seg.train(MLP, BLOBS, CE, **{**run_kwargs, "hyperparameters": hp, "trials": 1, "cores": 1})
+    (t,) = res.trials
+    assert t.status == "completed" and t.perf_val > 0.9
+    final = json.loads((run_kwargs["folder"] / "hparams" / "final.json").read_text())
+    assert all(final[k] == v for k, v in options.items())
+
+
 def test_failing_trial_is_recorded_and_others_go_on(run_kwargs):
     res = ignite_seg.train(("tasks", "RaisesInTraining", (), {}), BLOBS, CE, **{**run_kwargs, "trials": 2})
     assert [t.status for t in res.trials] == ["failed", "failed"]
