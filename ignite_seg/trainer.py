@@ -153,7 +153,7 @@ def create_trainer(
     scaler = torch.amp.GradScaler(device.type) if amp and device.type == "cuda" else None
 
     def step(engine: Engine, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
-        model.train()
+        # the model is put in training mode once (Events.STARTED); evaluations restore the mode
         x, y = batch
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
@@ -173,7 +173,9 @@ def create_trainer(
             optimizer.step()
         return float(loss.item())
 
-    return Engine(step)
+    engine = Engine(step)
+    engine.add_event_handler(Events.STARTED, lambda _: model.train())
+    return engine
 
 
 class DivergenceGuard:
