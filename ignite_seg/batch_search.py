@@ -63,10 +63,12 @@ def batch_candidates(noise: float, batch_start: int, batch_end: int, n: int, ste
     return grid[lo : lo + n]
 
 
-def rank_scores(perfs: np.ndarray, losses: np.ndarray, mode: Literal["max", "min"] = "max") -> np.ndarray:
-    """Candidate indices from best to worst by mean perf (``mode``), ties broken by lower mean loss.
+def rank_scores(perfs: np.ndarray, losses: np.ndarray, by: Literal["loss", "perf"] = "loss") -> np.ndarray:
+    """Candidate indices from best to worst: by lower mean loss (``by="loss"``, ties broken by higher
+    mean perf) or by higher mean perf (ties broken by lower mean loss).
 
-    ``perfs`` and ``losses`` are (R, C); NaN columns (pruned candidates) rank last.
+    ``perfs`` and ``losses`` are (R, C), perf higher-is-better, loss lower-is-better; all-NaN
+    columns (pruned or failed candidates) rank last.
     """
     perfs = np.atleast_2d(np.asarray(perfs, dtype=np.float64))
     losses = np.atleast_2d(np.asarray(losses, dtype=np.float64))
@@ -74,9 +76,9 @@ def rank_scores(perfs: np.ndarray, losses: np.ndarray, mode: Literal["max", "min
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: pruned candidates
         p = np.nanmean(perfs, axis=0)
         ls = np.nanmean(losses, axis=0)
-    p = np.where(np.isfinite(p), p if mode == "max" else -p, -np.inf)
-    ls = np.where(np.isfinite(ls), ls, np.inf)
-    return np.lexsort((ls, -p))
+    p = np.where(np.isfinite(p), p, -np.inf)
+    ls = np.where(np.isfinite(ls) | (ls == np.inf), ls, np.inf)
+    return np.lexsort((-p, ls)) if by == "loss" else np.lexsort((ls, -p))
 
 
 def halving_survivors(ranked: np.ndarray, alive: int, eta: int) -> np.ndarray:

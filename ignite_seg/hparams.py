@@ -107,16 +107,22 @@ class HyperparameterSettings:
     1. the **LR range test**: ``lr_min_inits`` repeats from one seeded initialisation, the LR
        growing geometrically ``lr_start -> lr_end`` over ``lr_sweep_len`` epochs (at least
        ``lr_sweep_min_iters`` iterations) at ``initial_batch_size``; a repeat stops when its EMA
-       loss (weight ``lr_smooth_f``) exceeds ``diverge_th`` times its minimum. The curves are
+       loss (weight ``lr_smooth_f``) exceeds ``diverge_th`` times its minimum or gives back
+       ``diverge_regain`` of its improvement (saturating losses never double). The curves are
        smoothed over ``lr_smooth_frac`` of the sweep and the range is where the slope against
-       log LR stays within ``lr_steep_frac`` of the steepest. Perf is measured on a held-out slice
+       log LR stays within ``lr_steep_frac`` of the steepest, looking only ``lr_window_decades``
+       below the divergence (further down, a sweep's loss falls because the model is young). Perf is measured on a held-out slice
        of the *training* set (``holdout_frac``, at most ``holdout_max`` items).
     2. the **gradient noise scale**, from each batch split into ``noise_chunks`` chunks (EMA weight
        ``1 - noise_ema_beta`` along the sweep), and ``batch_pts`` candidates on the grid
-       ``batch_start * batch_step**k <= batch_end`` around it, each scored by
+       ``batch_start * batch_step**k <= batch_end`` around ``noise_batch_frac`` times it (at a
+       fixed number of examples, a batch of ``B`` makes the progress of ``1 / (1 + B / B_noise)``
+       of the examples, McCandlish et al. eq. 2.11: 80% at a quarter of the noise scale), each scored by
        ``batch_rn_min_inits`` short runs of ``batch_sweep_len`` epochs with the LR scaled linearly;
-       after each rung the best ``1/batch_eta`` continue with ``batch_eta`` times the budget.
-       ``batch_pts=0`` takes the grid point nearest the noise scale without runs.
+       after each rung the best ``1/batch_eta`` continue with ``batch_eta`` times the budget. The
+       ranking is by held-out ``batch_score``: the loss (default: continuous, so less noisy on a
+       small slice than an accuracy) or the perf, the other breaking ties.
+       ``batch_pts=0`` takes the grid point nearest that centre without runs.
     3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``).
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
@@ -136,16 +142,19 @@ class HyperparameterSettings:
     lr_sweep_len: float = 6.0
     lr_sweep_min_iters: int = 200
     lr_min_inits: int = 2
-    initial_batch_size: int = 32
+    initial_batch_size: int = 16
     diverge_th: float = 2.0
-    lr_smooth_f: float = 0.05
+    diverge_regain: float = 0.8
+    lr_smooth_f: float = 0.1
     lr_smooth_frac: float = 0.05
     lr_steep_frac: float = 0.5
+    lr_window_decades: float = 1.5
     holdout_frac: float = 0.1
     holdout_max: int = 512
     # gradient noise scale and batch-size search
     noise_chunks: int = 4
     noise_ema_beta: float = 0.95
+    noise_batch_frac: float = 0.25
     batch_start: int = 8
     batch_end: int = 512
     batch_step: float = 2.0
@@ -153,6 +162,7 @@ class HyperparameterSettings:
     batch_sweep_len: float = 1.0
     batch_rn_min_inits: int = 1
     batch_eta: int = 2
+    batch_score: Literal["loss", "perf"] = "loss"
     rescan_lr_after_bs: bool = False
     # schedule of the final trials
     train_examples: int = 30_000
@@ -172,9 +182,11 @@ class HyperparameterSettings:
         _check_int(self, "lr_min_inits", 1)
         _check_int(self, "initial_batch_size", 2)
         _check_number(self, "diverge_th", lambda v: v > 1, "a factor above 1 such as 2")
-        _check_number(self, "lr_smooth_f", lambda v: 0 < v <= 1, "a weight in (0, 1] such as 0.05")
+        _check_number(self, "diverge_regain", lambda v: 0 < v <= 1, "a fraction in (0, 1] such as 0.8")
+        _check_number(self, "lr_smooth_f", lambda v: 0 < v <= 1, "a weight in (0, 1] such as 0.1")
         _check_number(self, "lr_smooth_frac", lambda v: 0 <= v < 0.5, "a fraction in [0, 0.5) such as 0.05")
         _check_number(self, "lr_steep_frac", lambda v: 0 < v < 1, "a fraction in (0, 1) such as 0.5")
+        _check_number(self, "lr_window_decades", lambda v: v > 0, "a positive number of decades such as 1.5")
         _check_number(self, "holdout_frac", lambda v: 0 < v < 1, "a fraction in (0, 1) such as 0.1")
         _check_int(self, "holdout_max", 1)
         _check_int(self, "noise_chunks", 2)
@@ -185,6 +197,7 @@ class HyperparameterSettings:
                 "initial_batch_size or lower noise_chunks."
             )
         _check_number(self, "noise_ema_beta", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.95")
+        _check_number(self, "noise_batch_frac", lambda v: v > 0, "a positive fraction such as 0.25")
         _check_int(self, "batch_start", 1)
         _check_int(self, "batch_end", self.batch_start)
         _check_number(self, "batch_step", lambda v: v > 1, "a factor above 1 such as 2")
@@ -192,6 +205,10 @@ class HyperparameterSettings:
         _check_number(self, "batch_sweep_len", lambda v: v > 0, "a positive number of epochs such as 1")
         _check_int(self, "batch_rn_min_inits", 1)
         _check_int(self, "batch_eta", 2)
+        if self.batch_score not in ("loss", "perf"):
+            raise ConfigError(
+                f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."
+            )
         if not isinstance(self.rescan_lr_after_bs, bool):
             raise ConfigTypeError(
                 f"HyperparameterSettings.rescan_lr_after_bs must be True or False, got {self.rescan_lr_after_bs!r}."
@@ -237,28 +254,31 @@ def _check_int(s: HyperparameterSettings, name: str, minimum: int) -> None:
 
 
 def _fastest() -> HyperparameterSettings:
-    """One short sweep per core, batch size from the noise scale, no candidate runs."""
+    """Two short sweeps (one per core of a laptop), the batch size from the noise scale, no runs."""
     return HyperparameterSettings(lr_min_inits=2, lr_sweep_len=4.0, lr_sweep_min_iters=150, batch_pts=0)
 
 
 def _fast() -> HyperparameterSettings:
-    """Two sweeps, four batch-size candidates halved once."""
-    return HyperparameterSettings(lr_min_inits=2, batch_pts=4, batch_rn_min_inits=1)
+    """Two sweeps, three candidates halved twice, a rescan at the chosen batch size."""
+    return HyperparameterSettings(
+        lr_min_inits=2, lr_sweep_len=6.0, batch_pts=3, batch_rn_min_inits=1, batch_sweep_len=2.0,
+        rescan_lr_after_bs=True,
+    )
 
 
 def _slow() -> HyperparameterSettings:
-    """Four longer sweeps, five candidates with two repeats each."""
+    """Four longer sweeps, four candidates with two repeats each, a rescan."""
     return HyperparameterSettings(
-        lr_min_inits=4, lr_sweep_len=12.0, lr_sweep_min_iters=500, batch_pts=5, batch_rn_min_inits=2,
-        batch_sweep_len=2.0,
+        lr_min_inits=4, lr_sweep_len=8.0, lr_sweep_min_iters=300, batch_pts=4, batch_rn_min_inits=2,
+        batch_sweep_len=2.0, rescan_lr_after_bs=True,
     )
 
 
 def _slowest() -> HyperparameterSettings:
-    """Eight sweeps, six candidates with four repeats each, and a rescan at the chosen batch size."""
+    """Six long sweeps, five candidates with three repeats and longer runs, a rescan."""
     return HyperparameterSettings(
-        lr_min_inits=8, lr_sweep_len=16.0, lr_sweep_min_iters=800, batch_pts=6, batch_rn_min_inits=4,
-        batch_sweep_len=2.0, rescan_lr_after_bs=True,
+        lr_min_inits=6, lr_sweep_len=10.0, lr_sweep_min_iters=400, batch_pts=5, batch_rn_min_inits=3,
+        batch_sweep_len=3.0, rescan_lr_after_bs=True,
     )
 
 

@@ -38,6 +38,9 @@ __all__ = [
 
 #: Fewer finite points than this cannot show a range.
 MIN_POINTS = 5
+#: The regain rule of :func:`divergence_index` applies once the loss improved by this fraction:
+#: before that, what it "gives back" is mostly batch-to-batch noise.
+REGAIN_MIN_IMPROVEMENT = 0.3
 
 
 def geometric_lrs(lr_start: float, lr_end: float, n: int) -> np.ndarray:
@@ -61,24 +64,43 @@ def smooth_curves(curves: np.ndarray, window: int) -> np.ndarray:
     return out
 
 
-def divergence_index(smoothed: np.ndarray, diverge_th: float) -> int | None:
-    """First index where ``smoothed`` exceeds ``diverge_th`` times its running minimum, or is not
-    finite; ``None`` when the curve never diverges.
+def divergence_index(smoothed: np.ndarray, diverge_th: float, regain: float | None = None,
+                     min_improvement: float = REGAIN_MIN_IMPROVEMENT, warmup: int = 0) -> int | None:
+    """First index where the curve diverges, or is not finite; ``None`` when it never does.
+
+    Diverging means exceeding ``diverge_th`` times the running minimum or, with ``regain``, giving
+    back more than that fraction of the improvement made so far (once the improvement is at least
+    ``min_improvement`` of the first value). The second rule catches losses that saturate: a
+    cross-entropy that fell from 2.3 to 1.5 and climbs back to 2.3 never reaches twice its minimum.
+    Both rules start after ``warmup`` points (where a centred smoothing window is still partial,
+    one lucky batch would set the minimum); a non-finite value counts anywhere.
+
+    Example:
+        >>> divergence_index(np.array([2.3, 1.5, 1.6, 2.0, 2.3]), 2.0, regain=0.5)
+        3
     """
     y = np.asarray(smoothed, dtype=np.float64)
     if y.size == 0:
         return None
     bad = ~np.isfinite(y)
-    running_min = np.minimum.accumulate(np.where(bad, np.inf, y))
-    hits = np.flatnonzero(bad | (y > diverge_th * running_min))
+    w = min(max(int(warmup), 0), y.size - 1)
+    tail, tail_bad = y[w:], bad[w:]
+    running_min = np.minimum.accumulate(np.where(tail_bad, np.inf, tail))
+    hit = tail_bad | (tail > diverge_th * running_min)
+    if regain is not None and np.isfinite(tail[0]):
+        gained = tail[0] - running_min
+        hit |= (gained >= min_improvement * abs(tail[0])) & (tail - running_min > regain * gained)
+    hits = np.concatenate([np.flatnonzero(bad[:w]), w + np.flatnonzero(hit)])
     return int(hits[0]) if hits.size else None
 
 
 class DivergenceMonitor:
-    """Online divergence test for a running sweep: an EMA of the loss against its minimum.
+    """Online divergence test for a running sweep, on an EMA of the loss (see :func:`divergence_index`).
 
     ``update(loss)`` returns ``True`` once the EMA (weight ``smooth_f`` on the newest loss,
-    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen, or the loss is not finite.
+    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen, gives back more than
+    ``regain`` of its improvement, or the loss is not finite. The first ``ceil(1 / smooth_f)``
+    losses only warm the EMA up (a non-finite one still stops at once).
 
     Example:
         >>> m = DivergenceMonitor(diverge_th=2.0, smooth_f=1.0)
@@ -86,14 +108,18 @@ class DivergenceMonitor:
         [False, False, False, True]
     """
 
-    def __init__(self, diverge_th: float, smooth_f: float) -> None:
+    def __init__(self, diverge_th: float, smooth_f: float, regain: float | None = None,
+                 min_improvement: float = REGAIN_MIN_IMPROVEMENT) -> None:
         if not diverge_th > 1:
             raise ValueError(f"diverge_th must be > 1, got {diverge_th!r}")
         if not 0 < smooth_f <= 1:
             raise ValueError(f"smooth_f must be in (0, 1], got {smooth_f!r}")
-        self.diverge_th, self.smooth_f = diverge_th, smooth_f
+        self.diverge_th, self.smooth_f, self.regain, self.min_improvement = diverge_th, smooth_f, regain, min_improvement
         self._ema = 0.0
         self._weight = 0.0
+        self._seen = 0
+        self.warmup = math.ceil(1 / smooth_f) - 1
+        self.first = math.nan
         self.best = math.inf
         self.value = math.nan
 
@@ -103,8 +129,20 @@ class DivergenceMonitor:
         self._ema = (1 - self.smooth_f) * self._ema + self.smooth_f * loss
         self._weight = (1 - self.smooth_f) * self._weight + self.smooth_f
         self.value = self._ema / self._weight
+        self._seen += 1
+        if self._seen <= self.warmup:
+            return False
+        if math.isnan(self.first):
+            self.first = self.value
         self.best = min(self.best, self.value)
-        return self.value > self.diverge_th * self.best
+        if self.value > self.diverge_th * self.best:
+            return True
+        gained = self.first - self.best
+        return (
+            self.regain is not None
+            and gained >= self.min_improvement * abs(self.first)
+            and self.value - self.best > self.regain * gained
+        )
 
 
 def log_lr_derivative(y: np.ndarray, lrs: np.ndarray, window: int = 3) -> np.ndarray:
@@ -180,9 +218,11 @@ def choose_lr_range(
     losses: np.ndarray,
     *,
     window: int,
-    diverge_th: float = 4.0,
+    diverge_th: float = 2.0,
+    regain: float | None = 0.8,
     steep_frac: float = 0.5,
     min_improvement: float = 0.02,
+    window_decades: float | None = None,
 ) -> LRRangeChoice:
     """Choose ``[lr_min, lr_max]``, the interval of steepest sustained loss improvement.
 
@@ -190,9 +230,14 @@ def choose_lr_range(
         lrs: the sweep's learning rates, increasing (P,).
         losses: training loss per repeat and LR (R, P); NaN after a repeat stopped.
         window: moving-average window (points) for the losses and the derivative.
-        diverge_th: a repeat is cut where its smoothed loss exceeds this times its minimum.
+        diverge_th: a repeat is cut where its smoothed loss exceeds this times its minimum...
+        regain: ... or gives back more than this fraction of its improvement (None: no such rule).
         steep_frac: the interval is where the slope is at least this fraction of the steepest.
         min_improvement: smallest relative loss improvement that counts as learning.
+        window_decades: look for the interval only this many decades below the last usable LR
+            (the divergence, or the sweep's end). Far below it, a sweep's loss falls because the
+            model is young, not because the LR is good (the range test's known confound: the
+            first phase of training always looks steep). ``None``: the whole sweep.
 
     Raises:
         TuningError: the loss is not finite from the start, diverges at once, or never improves.
@@ -216,14 +261,14 @@ def choose_lr_range(
     smoothed = smooth_curves(losses, window)
     diverged_lr = np.full(losses.shape[0], np.nan)
     for r in range(losses.shape[0]):
-        stop = divergence_index(smoothed[r], diverge_th)
+        stop = divergence_index(smoothed[r], diverge_th, regain, warmup=window // 2)
         raw_stop = _finite_prefix(losses[r])
         if raw_stop < losses.shape[1]:
             stop = raw_stop if stop is None else min(stop, raw_stop)
         if stop is not None:
             diverged_lr[r] = lrs[stop]
             smoothed[r, stop:] = np.nan
-    mean = mean_curve(smoothed)
+    mean = mean_curve(smoothed, min_frac=0.51)  # where most repeats still run: one stray repeat is not the mean
     n_valid = _finite_prefix(mean)
     if n_valid < MIN_POINTS:
         at = lrs[min(n_valid, lrs.size - 1)]
@@ -236,7 +281,12 @@ def choose_lr_range(
     improvement = (first - float(valid.min())) / max(abs(first), 1e-12)
     deriv = np.full(lrs.size, np.nan)
     deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(window, 3))
-    d = deriv[:n_valid]
+    d = deriv[:n_valid].copy()
+    if window_decades is not None:
+        x_all = np.log10(lrs[:n_valid])
+        outside = x_all < x_all[-1] - window_decades
+        if (~outside).sum() >= MIN_POINTS:
+            d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval
     k = int(np.argmin(d))
     if improvement < min_improvement or not d[k] < 0:
         raise TuningError(
@@ -247,7 +297,7 @@ def choose_lr_range(
     lo, hi = _best_segment(d, np.log10(lrs[:n_valid]), steep_frac * d[k])
     x = np.log10(lrs[:n_valid])
     thr = steep_frac * d[k]
-    x_lo = _crossing(x, d, lo - 1, lo, thr) if lo > 0 else x[lo]
+    x_lo = _crossing(x, d, lo - 1, lo, thr) if lo > 0 and np.isfinite(d[lo - 1]) else x[lo]
     x_hi = _crossing(x, d, hi, hi + 1, thr) if hi < n_valid - 1 else x[hi]
     if x_hi - x_lo < 1e-9:  # a one-point interval: widen to the neighbouring sweep points
         x_lo, x_hi = x[max(lo - 1, 0)], x[min(hi + 1, n_valid - 1)]

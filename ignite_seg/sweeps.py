@@ -85,6 +85,7 @@ class LRSweepTask:
     lr_end: float
     iterations: int
     diverge_th: float
+    diverge_regain: float
     smooth_f: float
     noise_chunks: int
     device_index: int = 0
@@ -218,8 +219,8 @@ class DivergenceStop:
     Sets ``engine.state.diverged_at`` to the iteration, or leaves it ``None``.
     """
 
-    def __init__(self, diverge_th: float, smooth_f: float) -> None:
-        self.monitor = DivergenceMonitor(diverge_th, smooth_f)
+    def __init__(self, diverge_th: float, smooth_f: float, regain: float | None = None) -> None:
+        self.monitor = DivergenceMonitor(diverge_th, smooth_f, regain)
 
     def attach(self, engine: Engine) -> None:
         engine.state.diverged_at = None
@@ -248,10 +249,10 @@ class LRRangeTest:
 
     def __init__(
         self, lr_start: float, lr_end: float, num_iters: int, diverge_th: float, smooth_f: float,
-        recorder: SweepRecorder,
+        recorder: SweepRecorder, regain: float | None = None,
     ) -> None:
         self.lr_start, self.lr_end, self.num_iters = lr_start, lr_end, num_iters
-        self.diverge_th, self.smooth_f = diverge_th, smooth_f
+        self.diverge_th, self.smooth_f, self.regain = diverge_th, smooth_f, regain
         self.recorder = recorder
 
     @contextlib.contextmanager
@@ -262,7 +263,7 @@ class LRRangeTest:
         handlers = (
             GeometricLR(optimizer, self.lr_start, self.lr_end, self.num_iters),
             self.recorder,
-            DivergenceStop(self.diverge_th, self.smooth_f),
+            DivergenceStop(self.diverge_th, self.smooth_f, self.regain),
         )
         for h in handlers:
             h.attach(engine)
@@ -371,7 +372,8 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
         engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks)
         recorder = SweepRecorder(prep.model, prep.loss_fn, prep.holdout, task.recipe.accuracy_style, prep.device)
-        test = LRRangeTest(task.lr_start, task.lr_end, task.iterations, task.diverge_th, task.smooth_f, recorder)
+        test = LRRangeTest(task.lr_start, task.lr_end, task.iterations, task.diverge_th, task.smooth_f, recorder,
+                           task.diverge_regain)
         batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.data_seed))
         with test.attach(engine, prep.model, optimizer):
             state = engine.run(batches, max_iters=task.iterations)

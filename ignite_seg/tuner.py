@@ -21,9 +21,9 @@ Files in ``hparams/`` (arrays: ``R`` repeats, ``P`` sweep points, ``B``/``C`` ba
 * ``bs_vs_perf.npz``: ``bss`` (B,), ``perfs`` (R,B) first-rung scores, ``perfs_smoothed`` (B,),
   ``bs_range`` (2,), ``noise_scale`` (), ``noise_scale_lrs``/``noise_scale_values`` (K,);
   also ``batch_size`` () (the choice).
-* ``bs_sampled.npz``: ``bss`` (C,), ``scores`` (R,C) at the deciding rung (NaN where pruned
-  earlier), ``budget_epochs`` (C,), ``chosen`` (); also ``rung_scores`` (N,R,C),
-  ``rung_losses`` (N,R,C) and ``rung_budgets`` (N,).
+* ``bs_sampled.npz``: ``bss`` (C,), ``scores`` (R,C) held-out perf at the deciding rung (NaN
+  where pruned earlier), ``budget_epochs`` (C,), ``chosen`` (); also ``losses`` (R,C) the
+  held-out losses beside ``scores``, ``rung_scores``/``rung_losses`` (N,R,C) and ``rung_budgets`` (N,).
 * ``misc.json``: every decision and its inputs; ``final.json``: the recipe.
 """
 from __future__ import annotations
@@ -121,22 +121,26 @@ def tune(
 
     # -- 2. noise scale, then batch-size candidates ---------------------------------------------
     noise = sweep.noise_scale
-    logger.info("gradient noise scale B_simple ~ %.4g (measured over lr in [%.3g, %.3g])", noise, lr_min, lr_max)
+    centre = noise * settings.noise_batch_frac
+    logger.info("gradient noise scale B_simple ~ %.4g (measured over lr in [%.3g, %.3g]); batch sizes around "
+                "%.3g x %.4g = %.4g", noise, lr_min, lr_max, settings.noise_batch_frac, noise, centre)
     if settings.batch_pts == 0:
-        batch_size = centre_batch(noise, settings.batch_start, settings.batch_end, settings.batch_step, fallback=b0)
+        batch_size = centre_batch(centre, settings.batch_start, settings.batch_end, settings.batch_step, fallback=b0)
         search = _BatchSearch.skipped(batch_size, settings.batch_rn_min_inits)
-        reason = "batch_pts=0: the grid batch size nearest the noise scale, no candidate runs"
+        reason = f"batch_pts=0: the grid batch size nearest {settings.noise_batch_frac} x the noise scale, no runs"
     else:
-        cands = batch_candidates(noise, settings.batch_start, settings.batch_end, settings.batch_pts,
+        cands = batch_candidates(centre, settings.batch_start, settings.batch_end, settings.batch_pts,
                                  settings.batch_step, fallback=b0)
         search = _batch_search(runner, recipe, settings, cands, lr_min, lr_max, seed, misc)
         batch_size = search.chosen
-        reason = f"best held-out perf of {len(cands)} candidates after successive halving (eta={settings.batch_eta})"
+        reason = (f"best held-out {settings.batch_score} of {len(cands)} candidates after successive halving "
+                  f"(eta={settings.batch_eta})")
     logger.info("batch size %d (%s)", batch_size, reason)
     write_npz(rf.hparams / "bs_vs_perf.npz", **search.bs_vs_perf(noise, sweep))
     write_npz(rf.hparams / "bs_sampled.npz", **search.bs_sampled())
     misc.record("batch_size", {
-        "noise_scale": noise, "candidates": search.bss, "chosen": batch_size, "reason": reason,
+        "noise_scale": noise, "centre": centre, "noise_batch_frac": settings.noise_batch_frac,
+        "candidates": search.bss, "chosen": batch_size, "reason": reason,
         "rungs": search.rungs, "lr_scaling": "linear in the batch size",
     })
 
@@ -246,7 +250,7 @@ def _lr_range_test(
         LRSweepTask(
             key=(stage, r), recipe=recipe, init_seed=init_seed, data_seed=derive_seed(seed, stage, "data", r),
             batch_size=batch_size, lr_start=s.lr_start, lr_end=s.lr_end, iterations=iterations,
-            diverge_th=s.diverge_th, smooth_f=s.lr_smooth_f, noise_chunks=s.noise_chunks, device_index=r,
+            diverge_th=s.diverge_th, diverge_regain=s.diverge_regain, smooth_f=s.lr_smooth_f, noise_chunks=s.noise_chunks, device_index=r,
         )
         for r in range(s.lr_min_inits)
     ]
@@ -270,7 +274,8 @@ def _lr_range_test(
     stacked = {k: _stack([r.arrays[k] for r in ok], iterations) for k in ok[0].arrays}
     window = max(1, int(round(s.lr_smooth_frac * iterations))) | 1
     choice = choose_lr_range(lrs, stacked["losses"], window=window, diverge_th=s.diverge_th,
-                             steep_frac=s.lr_steep_frac)
+                             regain=s.diverge_regain, steep_frac=s.lr_steep_frac,
+                             window_decades=s.lr_window_decades)
     # evidence: per-repeat curves, smoothed, derivatives of the mean against log10 LR
     perfs_smoothed = smooth_curves(stacked["perfs"], window)
     mean_perf = mean_curve(perfs_smoothed)
@@ -309,7 +314,8 @@ def _lr_range_test(
         "relative_improvement": choice.improvement, "stopped_lr": stopped, "cut_lr": choice.diverged_lr,
         "task_seconds": [r.seconds for r in ordered], "prepare_seconds": [r.prepare_seconds for r in ordered],
         "points_used": choice.n_valid, "range_hits_sweep_end": choice.hit_end,
-        "rule": f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop",
+        "rule": f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
+                f"within {s.lr_window_decades} decades below the last usable lr",
         "noise_scale": value, "noise_b_small": b_small, "noise_b_big": batch_size,
     }
     misc.record("lr_range" if stage == "lr" else "lr_rescan", info)
@@ -374,7 +380,7 @@ class _BatchSearch:
         c = len(self.bss)
         if not c:
             empty = np.zeros((0, 0))
-            return {"bss": np.zeros(0, dtype=np.int64), "scores": empty, "budget_epochs": np.zeros(0),
+            return {"bss": np.zeros(0, dtype=np.int64), "scores": empty, "losses": empty, "budget_epochs": np.zeros(0),
                     "chosen": np.asarray(self.chosen), "rung_scores": np.zeros((0, 0, 0)),
                     "rung_losses": np.zeros((0, 0, 0)), "rung_budgets": np.zeros(0)}
         budgets = np.zeros(c)
@@ -383,6 +389,7 @@ class _BatchSearch:
         return {
             "bss": np.asarray(self.bss, dtype=np.int64),
             "scores": self.rung_perfs[-1],
+            "losses": self.rung_losses[-1],
             "budget_epochs": budgets,
             "chosen": np.asarray(self.chosen),
             "rung_scores": np.stack(self.rung_perfs),
@@ -430,7 +437,7 @@ def _batch_search(
                 f"every batch-size candidate run failed; the first error was:\n{first.error}\nFix the loaders, "
                 "or skip the candidate runs with batch_pts=0."
             )
-        ranked = [int(i) for i in rank_scores(perfs, losses) if i in set(alive.tolist())]
+        ranked = [int(i) for i in rank_scores(perfs, losses, s.batch_score) if i in set(alive.tolist())]
         search.rung_budgets.append(budget)
         search.rung_perfs.append(perfs)
         search.rung_losses.append(losses)
@@ -438,10 +445,12 @@ def _batch_search(
         search.rungs.append({
             "budget_epochs": budget, "batch_sizes": [cands[i] for i in alive],
             "mean_perf": {str(cands[i]): float(np.nanmean(perfs[:, i])) for i in alive},
+            "mean_loss": {str(cands[i]): float(np.nanmean(losses[:, i])) for i in alive}, "ranked_by": s.batch_score,
             "kept": [cands[i] for i in survivors],
         })
-        logger.info("batch sizes after %g epoch(s): %s; keeping %s", budget,
-                    ", ".join(f"{cands[i]}: {np.nanmean(perfs[:, i]):.4f}" for i in ranked),
+        logger.info("batch sizes after %g epoch(s) (held-out perf / loss): %s; keeping %s", budget,
+                    ", ".join(f"{cands[i]}: {np.nanmean(perfs[:, i]):.4f} / {np.nanmean(losses[:, i]):.4g}"
+                              for i in ranked),
                     [cands[i] for i in survivors])
         misc.record("batch_size", {"candidates": cands, "rungs": search.rungs, "state": "running"})
         if len(survivors) == 1:

@@ -31,9 +31,12 @@ def test_candidates_centred_and_clipped():
 def test_ranking_by_perf_then_loss_and_halving():
     perfs = np.array([[0.9, 0.95, 0.95, np.nan], [0.92, 0.95, 0.95, np.nan]])
     losses = np.array([[0.3, 0.20, 0.10, np.nan], [0.3, 0.20, 0.12, np.nan]])
-    ranked = rank_scores(perfs, losses)
+    assert rank_scores(perfs, losses, "perf").tolist() == [2, 1, 0, 3]  # perf ties: lower loss first
+    ranked = rank_scores(perfs, losses, "loss")
     assert ranked.tolist() == [2, 1, 0, 3]
-    assert rank_scores(perfs, losses, mode="min")[0] == 0
+    # by loss, a lower loss beats a higher perf; an infinite (diverged) loss ranks just before pruned
+    assert rank_scores(np.array([[0.9, 0.8, 0.0, np.nan]]), np.array([[0.3, 0.2, np.inf, np.nan]]), "loss").tolist() \
+        == [1, 0, 2, 3]
     assert halving_survivors(ranked, 4, 2).tolist() == [2, 1]
     assert halving_survivors(ranked[:3], 3, 2).tolist() == [2, 1]
     assert halving_survivors(ranked[:1], 1, 3).tolist() == [2]

@@ -81,6 +81,19 @@ def test_noisy_repeats_average_to_the_known_range():
     assert math.log10(c2.steepest_lr) == pytest.approx(-0.5, abs=0.2)
 
 
+def test_window_ignores_the_young_model_drop_far_below_divergence():
+    # two drops: a big early one at lr 1e-4 (the young model) and the real one at 0.03, divergence at 0.3
+    lrs = geometric_lrs(1e-5, 10.0, 600)
+    loss = logistic_curve(lrs, -4.0, 0.1, depth=0.5, top=2.0) + logistic_curve(lrs, -1.5, 0.15, depth=0.4, top=0.0)
+    loss = with_divergence(lrs, loss, x_div=-0.5)
+    whole = choose_lr_range(lrs, loss[None, :], window=5)
+    assert math.log10(whole.steepest_lr) == pytest.approx(-4.0, abs=0.05)
+    windowed = choose_lr_range(lrs, loss[None, :], window=5, window_decades=1.5)
+    assert math.log10(windowed.steepest_lr) == pytest.approx(-1.5, abs=0.05)
+    assert math.log10(windowed.lr_min) == pytest.approx(-1.5 - HALF_WIDTH * 0.15, abs=0.05)
+    assert math.log10(windowed.lr_max) == pytest.approx(-1.5 + HALF_WIDTH * 0.15, abs=0.05)
+
+
 def test_non_diverging_curve_gives_a_range_below_lr_end():
     lrs = geometric_lrs(1e-4, 1.0, 300)
     loss = logistic_curve(lrs, -2.0, 0.3)  # improves, then plateaus: never diverges
@@ -126,6 +139,36 @@ def test_divergence_index_and_monitor_agree_on_a_clean_rise():
     m = DivergenceMonitor(2.0, smooth_f=1.0)
     assert [m.update(v) for v in y].index(True) == 5
     assert DivergenceMonitor(2.0, 0.5).update(float("nan"))
+
+
+def test_regain_rule_catches_a_saturating_loss_that_never_doubles():
+    # cross-entropy of 10 classes: 2.3 at start, best 1.5, back to 2.3 when the net dies (< 2 x 1.5)
+    y = np.array([2.3, 2.1, 1.8, 1.5, 1.6, 1.8, 2.0, 2.3, 2.3])
+    assert divergence_index(y, 2.0) is None
+    assert divergence_index(y, 2.0, regain=0.5) == 6  # 2.0 - 1.5 > 0.5 * (2.3 - 1.5)
+    # no improvement yet (a flat start): the regain rule stays quiet, only noise
+    assert divergence_index(np.array([2.3, 2.29, 2.31, 2.3]), 2.0, regain=0.5) is None
+    m = DivergenceMonitor(2.0, smooth_f=1.0, regain=0.5)
+    assert [m.update(v) for v in y].index(True) == 6
+    # a noisy MSE that improved a little and wobbles back up by less than 0.8 of the gain goes on
+    assert divergence_index(np.array([1.0, 0.8, 0.67, 0.85, 0.7]), 2.0, regain=0.8) is None
+    assert divergence_index(np.array([1.0, 0.8, 0.67, 0.95, 0.7]), 2.0, regain=0.8) == 3
+    # end to end: the sweep is cut there, and the range lies below the cut
+    lrs = geometric_lrs(1e-3, 10.0, 300)
+    x = np.log10(lrs)
+    loss = logistic_curve(lrs, -1.0, 0.2, depth=0.8, top=2.3) + np.where(x > 0, np.minimum(4 * x, 0.8), 0)
+    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, regain=0.5)
+    assert 10**0 < c.diverged_lr[0] < 10**0.3 and c.lr_max < 1.0
+
+
+def test_a_lucky_first_batch_is_not_a_divergence():
+    # per-batch losses are noisy: a low first batch must not set the minimum that the rest "exceed"
+    y = np.array([0.3, 1.0, 1.1, 0.9, 1.0, 0.95, 0.9, 0.85])
+    assert divergence_index(y, 2.0) == 1
+    assert divergence_index(y, 2.0, warmup=2) is None
+    assert divergence_index(np.array([1.0, np.nan, 1.0]), 2.0, warmup=2) == 1  # NaN counts in the warm-up
+    m = DivergenceMonitor(2.0, smooth_f=0.5)  # warm-up: the first ceil(1/0.5) - 1 = 1 loss
+    assert [m.update(v) for v in (0.3, 1.0, 1.0)] == [False, False, False]
 
 
 def test_monitor_ema_lags_a_single_spike():
