@@ -111,10 +111,11 @@ class HyperparameterSettings:
        ``diverge_regain`` of its improvement (saturating losses never double). The curves are
        smoothed over ``lr_smooth_frac`` of the sweep and the range is where the slope against
        log LR stays within ``lr_steep_frac`` of the steepest, looking only ``lr_window_decades``
-       below the divergence (further down, a sweep's loss falls because the model is young). Perf is measured on a held-out slice
+       below the divergence (further down, a sweep's loss falls because the model is young), and
+       at least ``lr_min_span_decades`` wide. Perf is measured on a held-out slice
        of the *training* set (``holdout_frac``, at most ``holdout_max`` items).
     2. the **gradient noise scale**, from each batch split into ``noise_chunks`` chunks (EMA weight
-       ``1 - noise_ema_beta`` along the sweep), and ``batch_pts`` candidates on the grid
+       ``1 - noise_ema_beta`` along the sweep, the median before divergence), and ``batch_pts`` candidates on the grid
        ``batch_start * batch_step**k <= batch_end`` around ``noise_batch_frac`` times it (at a
        fixed number of examples, a batch of ``B`` makes the progress of ``1 / (1 + B / B_noise)``
        of the examples, McCandlish et al. eq. 2.11: 80% at a quarter of the noise scale), each scored by
@@ -146,9 +147,10 @@ class HyperparameterSettings:
     diverge_th: float = 2.0
     diverge_regain: float = 0.8
     lr_smooth_f: float = 0.1
-    lr_smooth_frac: float = 0.05
-    lr_steep_frac: float = 0.5
-    lr_window_decades: float = 1.5
+    lr_smooth_frac: float = 0.1
+    lr_steep_frac: float = 0.3
+    lr_window_decades: float = 1.0
+    lr_min_span_decades: float = 0.5
     holdout_frac: float = 0.1
     holdout_max: int = 512
     # gradient noise scale and batch-size search
@@ -184,9 +186,10 @@ class HyperparameterSettings:
         _check_number(self, "diverge_th", lambda v: v > 1, "a factor above 1 such as 2")
         _check_number(self, "diverge_regain", lambda v: 0 < v <= 1, "a fraction in (0, 1] such as 0.8")
         _check_number(self, "lr_smooth_f", lambda v: 0 < v <= 1, "a weight in (0, 1] such as 0.1")
-        _check_number(self, "lr_smooth_frac", lambda v: 0 <= v < 0.5, "a fraction in [0, 0.5) such as 0.05")
-        _check_number(self, "lr_steep_frac", lambda v: 0 < v < 1, "a fraction in (0, 1) such as 0.5")
-        _check_number(self, "lr_window_decades", lambda v: v > 0, "a positive number of decades such as 1.5")
+        _check_number(self, "lr_smooth_frac", lambda v: 0 <= v < 0.5, "a fraction in [0, 0.5) such as 0.1")
+        _check_number(self, "lr_steep_frac", lambda v: 0 < v < 1, "a fraction in (0, 1) such as 0.3")
+        _check_number(self, "lr_window_decades", lambda v: v > 0, "a positive number of decades such as 1")
+        _check_number(self, "lr_min_span_decades", lambda v: v >= 0, "a number of decades >= 0 such as 0.5")
         _check_number(self, "holdout_frac", lambda v: 0 < v < 1, "a fraction in (0, 1) such as 0.1")
         _check_int(self, "holdout_max", 1)
         _check_int(self, "noise_chunks", 2)

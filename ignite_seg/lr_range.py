@@ -223,6 +223,7 @@ def choose_lr_range(
     steep_frac: float = 0.5,
     min_improvement: float = 0.02,
     window_decades: float | None = None,
+    min_span_decades: float = 0.0,
 ) -> LRRangeChoice:
     """Choose ``[lr_min, lr_max]``, the interval of steepest sustained loss improvement.
 
@@ -238,6 +239,8 @@ def choose_lr_range(
             (the divergence, or the sweep's end). Far below it, a sweep's loss falls because the
             model is young, not because the LR is good (the range test's known confound: the
             first phase of training always looks steep). ``None``: the whole sweep.
+        min_span_decades: an interval narrower than this is widened downwards (``lr_max`` kept),
+            so that a cycle between the bounds still spans a useful range.
 
     Raises:
         TuningError: the loss is not finite from the start, diverges at once, or never improves.
@@ -301,6 +304,7 @@ def choose_lr_range(
     x_hi = _crossing(x, d, hi, hi + 1, thr) if hi < n_valid - 1 else x[hi]
     if x_hi - x_lo < 1e-9:  # a one-point interval: widen to the neighbouring sweep points
         x_lo, x_hi = x[max(lo - 1, 0)], x[min(hi + 1, n_valid - 1)]
+    x_lo = max(min(x_lo, x_hi - min_span_decades), float(np.log10(lrs[0])))
     return LRRangeChoice(
         lr_min=float(10**x_lo),
         lr_max=float(10**x_hi),

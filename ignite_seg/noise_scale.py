@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["two_batch_estimates", "ema", "running_noise_scale", "noise_scale"]
+__all__ = ["two_batch_estimates", "ema", "running_noise_scale", "noise_scale", "typical_noise_scale"]
 
 
 def two_batch_estimates(
@@ -90,3 +90,21 @@ def noise_scale(
         return float("nan")
     den = float(g2[keep].mean())
     return float(trace[keep].mean() / den) if den > 0 else float("nan")
+
+
+def typical_noise_scale(running: np.ndarray, mask: np.ndarray | None = None) -> float:
+    """The median of a running estimate (where ``mask``, finite and positive); NaN if none.
+
+    The noise scale grows as training proceeds (``|G|²`` shrinks), and near a minimum the
+    denominator approaches zero, so a ratio of means over a stretch is dominated by its last
+    points; the median of the running estimate is the noise scale typical of the stretch.
+
+    Example:
+        >>> typical_noise_scale(np.array([np.nan, 10.0, 20.0, 5000.0, -3.0]))
+        20.0
+    """
+    running = np.asarray(running, dtype=np.float64)
+    keep = np.isfinite(running) & (running > 0)
+    if mask is not None:
+        keep &= np.asarray(mask, dtype=bool)
+    return float(np.median(running[keep])) if keep.any() else float("nan")

@@ -45,7 +45,7 @@ from .folder import RunFolder
 from .hparams import FixedHyperparameters, HyperparameterSettings
 from .loaders import LoaderSpec
 from .lr_range import LRRangeChoice, choose_lr_range, geometric_lrs, log_lr_derivative, mean_curve, smooth_curves
-from .noise_scale import noise_scale, running_noise_scale
+from .noise_scale import running_noise_scale, typical_noise_scale
 from .schedule import choose_schedule
 from .smoothing import moving_average
 from .sweeps import BatchRunResult, BatchRunTask, LRSweepResult, LRSweepTask, RecipeSpec, run_batch_trial, run_lr_sweep
@@ -122,8 +122,8 @@ def tune(
     # -- 2. noise scale, then batch-size candidates ---------------------------------------------
     noise = sweep.noise_scale
     centre = noise * settings.noise_batch_frac
-    logger.info("gradient noise scale B_simple ~ %.4g (measured over lr in [%.3g, %.3g]); batch sizes around "
-                "%.3g x %.4g = %.4g", noise, lr_min, lr_max, settings.noise_batch_frac, noise, centre)
+    logger.info("gradient noise scale B_simple ~ %.4g (median along the sweep before divergence); batch sizes "
+                "around %.3g x %.4g = %.4g", noise, settings.noise_batch_frac, noise, centre)
     if settings.batch_pts == 0:
         batch_size = centre_batch(centre, settings.batch_start, settings.batch_end, settings.batch_step, fallback=b0)
         search = _BatchSearch.skipped(batch_size, settings.batch_rn_min_inits)
@@ -275,7 +275,7 @@ def _lr_range_test(
     window = max(1, int(round(s.lr_smooth_frac * iterations))) | 1
     choice = choose_lr_range(lrs, stacked["losses"], window=window, diverge_th=s.diverge_th,
                              regain=s.diverge_regain, steep_frac=s.lr_steep_frac,
-                             window_decades=s.lr_window_decades)
+                             window_decades=s.lr_window_decades, min_span_decades=s.lr_min_span_decades)
     # evidence: per-repeat curves, smoothed, derivatives of the mean against log10 LR
     perfs_smoothed = smooth_curves(stacked["perfs"], window)
     mean_perf = mean_curve(perfs_smoothed)
@@ -289,13 +289,7 @@ def _lr_range_test(
     sq_small, sq_big = _nanmean0(stacked["sq_small"]), _nanmean0(stacked["sq_big"])
     if batch_size >= 2 * s.noise_chunks:
         running = running_noise_scale(sq_small, sq_big, b_small, float(batch_size), s.noise_ema_beta)
-        in_range = (lrs >= choice.lr_min) & (lrs <= choice.lr_max)
-        valid = np.arange(iterations) < choice.n_valid
-        rows = np.broadcast_to(in_range, stacked["sq_small"].shape)
-        value = noise_scale(stacked["sq_small"], stacked["sq_big"], b_small, float(batch_size), rows)
-        if not math.isfinite(value):
-            value = noise_scale(stacked["sq_small"], stacked["sq_big"], b_small, float(batch_size),
-                                np.broadcast_to(valid, stacked["sq_small"].shape))
+        value = typical_noise_scale(running, np.arange(iterations) < choice.n_valid)
     else:
         running, value = np.full(iterations, np.nan), float("nan")
     keep = np.isfinite(running)
@@ -316,7 +310,8 @@ def _lr_range_test(
         "points_used": choice.n_valid, "range_hits_sweep_end": choice.hit_end,
         "rule": f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
                 f"within {s.lr_window_decades} decades below the last usable lr",
-        "noise_scale": value, "noise_b_small": b_small, "noise_b_big": batch_size,
+        "noise_scale": value, "noise_scale_rule": "median of the running EMA estimate before divergence",
+        "noise_b_small": b_small, "noise_b_big": batch_size,
     }
     misc.record("lr_range" if stage == "lr" else "lr_rescan", info)
     n_div = int(np.isfinite(stopped).sum())

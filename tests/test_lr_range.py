@@ -94,6 +94,15 @@ def test_window_ignores_the_young_model_drop_far_below_divergence():
     assert math.log10(windowed.lr_max) == pytest.approx(-1.5 + HALF_WIDTH * 0.15, abs=0.05)
 
 
+def test_a_narrow_interval_is_widened_downwards():
+    lrs = geometric_lrs(1e-4, 10.0, 400)
+    loss = logistic_curve(lrs, -1.0, 0.03)  # a very sharp drop: half-slope width 0.1 decades
+    narrow = choose_lr_range(lrs, loss[None, :], window=3)
+    wide = choose_lr_range(lrs, loss[None, :], window=3, min_span_decades=0.5)
+    assert math.log10(narrow.lr_max / narrow.lr_min) < 0.2
+    assert wide.lr_max == narrow.lr_max and math.log10(wide.lr_max / wide.lr_min) == pytest.approx(0.5)
+
+
 def test_non_diverging_curve_gives_a_range_below_lr_end():
     lrs = geometric_lrs(1e-4, 1.0, 300)
     loss = logistic_curve(lrs, -2.0, 0.3)  # improves, then plateaus: never diverges

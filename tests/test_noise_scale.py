@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ignite_seg.noise_scale import ema, noise_scale, running_noise_scale, two_batch_estimates
+from ignite_seg.noise_scale import ema, noise_scale, running_noise_scale, two_batch_estimates, typical_noise_scale
 
 
 def batch_sq_norms(rng, g, sigma, b, n):
@@ -64,3 +64,18 @@ def test_ema_is_bias_corrected_and_skips_nan():
     assert out[3] == pytest.approx((0.25 * 2 + 0.5 * 4) / 0.75)
     with pytest.raises(ValueError):
         two_batch_estimates(np.ones(1), np.ones(1), 8, 8)
+
+
+def test_typical_noise_scale_is_robust_to_the_vanishing_gradient_at_a_minimum():
+    rng = np.random.default_rng(2)
+    dim = 20
+    sigma = np.ones(dim)
+    # the true gradient shrinks along the sweep: |G|² from 5 down to ~0, noise scale from 4 to huge
+    scales = np.linspace(0.5, 0.02, 2000)
+    sq_s = np.array([batch_sq_norms(rng, np.full(dim, g), sigma, 4, 1)[0] for g in scales])
+    sq_b = np.array([batch_sq_norms(rng, np.full(dim, g), sigma, 16, 1)[0] for g in scales])
+    run = running_noise_scale(sq_s, sq_b, 4, 16, beta=0.95)
+    typical = typical_noise_scale(run)
+    true = dim / (dim * scales**2)  # tr(Σ)/|G|² along the sweep
+    assert np.quantile(true, 0.3) < typical < np.quantile(true, 0.7)
+    assert np.isnan(typical_noise_scale(run, np.zeros(2000, dtype=bool)))
