@@ -107,8 +107,9 @@ class HyperparameterSettings:
     1. the **LR range test**: ``lr_min_inits`` repeats from one seeded initialisation, the LR
        growing geometrically ``lr_start -> lr_end`` over ``lr_sweep_len`` epochs (at least
        ``lr_sweep_min_iters`` iterations) at ``initial_batch_size``; a repeat stops when its EMA
-       loss (weight ``lr_smooth_f``) exceeds ``diverge_th`` times its minimum or gives back
-       ``diverge_regain`` of its improvement (saturating losses never double). The curves are
+       loss exceeds ``diverge_th`` times its minimum or gives back ``diverge_regain`` of its
+       improvement (saturating losses never double). The EMA weight is ``lr_smooth_f`` at
+       ``initial_batch_size``, proportionally less at smaller batches (noisier losses). The curves are
        smoothed over ``lr_smooth_frac`` of the sweep and the range is where the slope against
        log LR stays within ``lr_steep_frac`` of the steepest, looking only ``lr_window_decades``
        below the divergence (further down, a sweep's loss falls because the model is young), and
@@ -258,7 +259,7 @@ def _check_int(s: HyperparameterSettings, name: str, minimum: int) -> None:
 
 def _fastest() -> HyperparameterSettings:
     """Two short sweeps (one per core of a laptop), the batch size from the noise scale, no runs."""
-    return HyperparameterSettings(lr_min_inits=2, lr_sweep_len=4.0, lr_sweep_min_iters=150, batch_pts=0)
+    return HyperparameterSettings(lr_min_inits=2, lr_sweep_len=3.0, lr_sweep_min_iters=150, batch_pts=0)
 
 
 def _fast() -> HyperparameterSettings:

@@ -288,8 +288,9 @@ def choose_lr_range(
     if window_decades is not None:
         x_all = np.log10(lrs[:n_valid])
         outside = x_all < x_all[-1] - window_decades
-        if (~outside).sum() >= MIN_POINTS:
+        if (~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0:
             d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval
+        # (no improvement at all inside the window: fall back to the whole sweep)
     k = int(np.argmin(d))
     if improvement < min_improvement or not d[k] < 0:
         raise TuningError(

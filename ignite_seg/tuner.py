@@ -246,11 +246,13 @@ def _lr_range_test(
     iters_per_epoch = max(1, math.ceil(n_fit / batch_size))
     iterations = max(s.lr_sweep_min_iters, int(round(s.lr_sweep_len * iters_per_epoch)))
     init_seed = derive_seed(seed, "lr-init")  # one fixed initialisation for every repeat
+    # per-batch losses are noisier at smaller batches (variance ~ 1/B): a slower EMA there
+    smooth_f = s.lr_smooth_f * min(1.0, batch_size / s.initial_batch_size)
     tasks = [
         LRSweepTask(
             key=(stage, r), recipe=recipe, init_seed=init_seed, data_seed=derive_seed(seed, stage, "data", r),
             batch_size=batch_size, lr_start=s.lr_start, lr_end=s.lr_end, iterations=iterations,
-            diverge_th=s.diverge_th, diverge_regain=s.diverge_regain, smooth_f=s.lr_smooth_f, noise_chunks=s.noise_chunks, device_index=r,
+            diverge_th=s.diverge_th, diverge_regain=s.diverge_regain, smooth_f=smooth_f, noise_chunks=s.noise_chunks, device_index=r,
         )
         for r in range(s.lr_min_inits)
     ]
@@ -303,7 +305,7 @@ def _lr_range_test(
     }
     info = {
         "batch_size": batch_size, "iterations": iterations, "repeats": len(tasks), "repeats_ok": len(ok),
-        "init_seed": init_seed, "smooth_window": window, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
+        "init_seed": init_seed, "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
         "steepest_lr": choice.steepest_lr, "steepest_slope_per_decade": choice.steepest_slope,
         "relative_improvement": choice.improvement, "stopped_lr": stopped, "cut_lr": choice.diverged_lr,
         "task_seconds": [r.seconds for r in ordered], "prepare_seconds": [r.prepare_seconds for r in ordered],
