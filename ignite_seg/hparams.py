@@ -105,7 +105,37 @@ class FixedHyperparameters:
 
 @dataclass(frozen=True)
 class HyperparameterSettings:
-    """Settings of the tuner. Customise a preset with ``dataclasses.replace``.
+    """Settings of the tuner; every constant of the LR range test, the batch-size search and the
+    schedule decision is a field. Customise a preset with ``dataclasses.replace``.
+
+    The tuner (:func:`ignite_seg.tuner.tune`) runs, in order:
+
+    1. the **LR range test**: ``lr_min_inits`` repeats from one seeded initialisation, the LR
+       growing geometrically ``lr_start -> lr_end`` over ``lr_sweep_len`` epochs (at least
+       ``lr_sweep_min_iters`` iterations) at ``initial_batch_size``; a repeat stops when its EMA
+       loss exceeds ``diverge_th`` times its minimum or gives back ``diverge_regain`` of its
+       improvement (saturating losses never double). The EMA weight is ``lr_smooth_f`` at
+       ``initial_batch_size``, proportionally less at smaller batches (noisier losses). The curves are
+       smoothed over ``lr_smooth_frac`` of the sweep and the range is where the slope against
+       log LR stays within ``lr_steep_frac`` of the steepest, looking only ``lr_window_decades``
+       below the divergence (further down, a sweep's loss falls because the model is young), and
+       at least ``lr_min_span_decades`` wide. Perf is measured on a held-out slice
+       of the *training* set (``holdout_frac``, at most ``holdout_max`` items).
+    2. the **gradient noise scale**, from each batch split into ``noise_chunks`` chunks (EMA weight
+       ``1 - noise_ema_beta`` along the sweep, the median before divergence), and ``batch_pts`` candidates on the grid
+       ``batch_start * batch_step**k <= batch_end`` around ``noise_batch_frac`` times it (at a
+       fixed number of examples, a batch of ``B`` makes the progress of ``1 / (1 + B / B_noise)``
+       of the examples, McCandlish et al. eq. 2.11: 80% at a quarter of the noise scale), each scored by
+       ``batch_rn_min_inits`` short runs of ``batch_sweep_len`` epochs with the LR scaled linearly;
+       after each rung the best ``1/batch_eta`` continue with ``batch_eta`` times the budget. The
+       ranking is by held-out ``batch_score``: the loss (default: continuous, so less noisy on a
+       small slice than an accuracy) or the perf, the other breaking ties.
+       ``batch_pts=0`` takes the grid point nearest that centre without runs.
+    3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``).
+    4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
+       within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
+
+    The trials and the tuning runs use ``optimizer``, ``momentum`` and ``weight_decay``.
 
     Example:
         >>> import dataclasses
@@ -115,26 +145,94 @@ class HyperparameterSettings:
     """
 
     # LR range test
-    lr_start: float = 1e-5
+    lr_start: float = 1e-4
     lr_end: float = 10.0
-    lr_sweep_len: float = 2.0
+    lr_sweep_len: float = 6.0
+    lr_sweep_min_iters: int = 200
     lr_min_inits: int = 2
-    initial_batch_size: int = 64
-    diverge_th: float = 4.0
-    # batch size search
-    batch_start: int = 16
+    initial_batch_size: int = 16
+    diverge_th: float = 2.0
+    diverge_regain: float = 0.8
+    lr_smooth_f: float = 0.1
+    lr_smooth_frac: float = 0.1
+    lr_steep_frac: float = 0.3
+    lr_window_decades: float = 1.0
+    lr_min_span_decades: float = 0.5
+    holdout_frac: float = 0.1
+    holdout_max: int = 512
+    # gradient noise scale and batch-size search
+    noise_chunks: int = 4
+    noise_ema_beta: float = 0.95
+    noise_batch_frac: float = 0.25
+    batch_start: int = 8
     batch_end: int = 512
+    batch_step: float = 2.0
     batch_pts: int = 4
-    batch_sweep_len: float = 2.0
+    batch_sweep_len: float = 1.0
     batch_rn_min_inits: int = 1
+    batch_eta: int = 2
+    batch_score: Literal["loss", "perf"] = "loss"
     rescan_lr_after_bs: bool = False
     # schedule of the final trials
-    min_epochs: int = 10
+    train_examples: int = 30_000
+    min_epochs: int = 5
     max_epochs: int = 100
+    cycles: int = 1
     # optimizer of the final trials (and of the tuning runs)
     optimizer: OptimizerName = "sgd"
     momentum: float = 0.0
     weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_number(self, "lr_start", lambda v: v > 0, "a positive learning rate such as 1e-4")
+        _check_number(self, "lr_end", lambda v: v > self.lr_start, f"a value above lr_start={self.lr_start!r}")
+        _check_number(self, "lr_sweep_len", lambda v: v > 0, "a positive number of epochs such as 8")
+        _check_int(self, "lr_sweep_min_iters", 10)
+        _check_int(self, "lr_min_inits", 1)
+        _check_int(self, "initial_batch_size", 2)
+        _check_number(self, "diverge_th", lambda v: v > 1, "a factor above 1 such as 2")
+        _check_number(self, "diverge_regain", lambda v: 0 < v <= 1, "a fraction in (0, 1] such as 0.8")
+        _check_number(self, "lr_smooth_f", lambda v: 0 < v <= 1, "a weight in (0, 1] such as 0.1")
+        _check_number(self, "lr_smooth_frac", lambda v: 0 <= v < 0.5, "a fraction in [0, 0.5) such as 0.1")
+        _check_number(self, "lr_steep_frac", lambda v: 0 < v < 1, "a fraction in (0, 1) such as 0.3")
+        _check_number(self, "lr_window_decades", lambda v: v > 0, "a positive number of decades such as 1")
+        _check_number(self, "lr_min_span_decades", lambda v: v >= 0, "a number of decades >= 0 such as 0.5")
+        _check_number(self, "holdout_frac", lambda v: 0 < v < 1, "a fraction in (0, 1) such as 0.1")
+        _check_int(self, "holdout_max", 1)
+        _check_int(self, "noise_chunks", 2)
+        if self.initial_batch_size < self.noise_chunks:
+            raise ConfigError(
+                f"HyperparameterSettings.initial_batch_size={self.initial_batch_size!r} is smaller than "
+                f"noise_chunks={self.noise_chunks!r}; each chunk needs at least one example. Raise "
+                "initial_batch_size or lower noise_chunks."
+            )
+        _check_number(self, "noise_ema_beta", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.95")
+        _check_number(self, "noise_batch_frac", lambda v: v > 0, "a positive fraction such as 0.25")
+        _check_int(self, "batch_start", 1)
+        _check_int(self, "batch_end", self.batch_start)
+        _check_number(self, "batch_step", lambda v: v > 1, "a factor above 1 such as 2")
+        _check_int(self, "batch_pts", 0)
+        _check_number(self, "batch_sweep_len", lambda v: v > 0, "a positive number of epochs such as 1")
+        _check_int(self, "batch_rn_min_inits", 1)
+        _check_int(self, "batch_eta", 2)
+        if self.batch_score not in ("loss", "perf"):
+            raise ConfigError(
+                f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."
+            )
+        if not isinstance(self.rescan_lr_after_bs, bool):
+            raise ConfigTypeError(
+                f"HyperparameterSettings.rescan_lr_after_bs must be True or False, got {self.rescan_lr_after_bs!r}."
+            )
+        _check_int(self, "train_examples", 1)
+        _check_int(self, "min_epochs", 1)
+        _check_int(self, "max_epochs", self.min_epochs)
+        _check_int(self, "cycles", 1)
+        if self.optimizer not in ("sgd", "adamw"):
+            raise ConfigError(
+                f"HyperparameterSettings.optimizer must be 'sgd' or 'adamw', got {self.optimizer!r}."
+            )
+        _check_number(self, "momentum", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.9")
+        _check_number(self, "weight_decay", lambda v: v >= 0, "a value >= 0 such as 1e-4")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -145,21 +243,52 @@ class HyperparameterSettings:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def _check_number(s: HyperparameterSettings, name: str, ok: Callable[[float], bool], fix: str) -> None:
+    value = getattr(s, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigTypeError(
+            f"HyperparameterSettings.{name} must be a number, got {value!r} ({type(value).__name__}); use {fix}."
+        )
+    if not ok(value):
+        raise ConfigError(f"HyperparameterSettings.{name}={value!r} is out of range; use {fix}.")
+
+
+def _check_int(s: HyperparameterSettings, name: str, minimum: int) -> None:
+    value = getattr(s, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigTypeError(
+            f"HyperparameterSettings.{name} must be an int, got {value!r} ({type(value).__name__})."
+        )
+    if value < minimum:
+        raise ConfigError(f"HyperparameterSettings.{name}={value!r} must be >= {minimum}.")
+
+
 def _fastest() -> HyperparameterSettings:
-    return HyperparameterSettings(lr_min_inits=1, batch_pts=0, lr_sweep_len=1.0, min_epochs=5)
+    """Two short sweeps (one per core of a laptop), the batch size from the noise scale, no runs."""
+    return HyperparameterSettings(lr_min_inits=2, lr_sweep_len=3.0, lr_sweep_min_iters=150, batch_pts=0)
 
 
 def _fast() -> HyperparameterSettings:
-    return HyperparameterSettings()
+    """Two sweeps, three candidates halved twice, a rescan at the chosen batch size."""
+    return HyperparameterSettings(
+        lr_min_inits=2, lr_sweep_len=6.0, batch_pts=3, batch_rn_min_inits=1, batch_sweep_len=2.0,
+        rescan_lr_after_bs=True,
+    )
 
 
 def _slow() -> HyperparameterSettings:
-    return HyperparameterSettings(lr_min_inits=4, batch_pts=6, batch_rn_min_inits=2)
+    """Four longer sweeps, four candidates with two repeats each, a rescan."""
+    return HyperparameterSettings(
+        lr_min_inits=4, lr_sweep_len=8.0, lr_sweep_min_iters=300, batch_pts=4, batch_rn_min_inits=2,
+        batch_sweep_len=2.0, rescan_lr_after_bs=True,
+    )
 
 
 def _slowest() -> HyperparameterSettings:
+    """Six long sweeps, five candidates with three repeats and longer runs, a rescan."""
     return HyperparameterSettings(
-        lr_min_inits=8, batch_pts=8, batch_rn_min_inits=4, rescan_lr_after_bs=True
+        lr_min_inits=6, lr_sweep_len=10.0, lr_sweep_min_iters=400, batch_pts=5, batch_rn_min_inits=3,
+        batch_sweep_len=3.0, rescan_lr_after_bs=True,
     )
 
 
@@ -173,7 +302,17 @@ PRESETS: dict[str, Callable[[], HyperparameterSettings]] = {
 
 
 def get_preset(name: str) -> HyperparameterSettings:
-    """Return the tuner preset called ``name`` (one of :data:`PRESETS`)."""
+    """Return the tuner preset called ``name`` (one of :data:`PRESETS`).
+
+    Raises:
+        ConfigError: ``name`` is not a preset; the message lists the valid names.
+
+    Example:
+        >>> get_preset("fastest").batch_pts
+        0
+    """
+    if not isinstance(name, str):
+        raise ConfigTypeError(f"a preset name must be a string, got {name!r} ({type(name).__name__}).")
     try:
         return PRESETS[name]()
     except KeyError:

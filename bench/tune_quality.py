@@ -1,0 +1,288 @@
+"""Benchmark of the tuner: regret against a grid, compute, stability over seeds, speed.
+
+Run from the repository root (the machine should be otherwise idle; timings are wall clock)::
+
+    PYTHONPATH=. python bench/tune_quality.py --part all --out out/bench
+
+Parts:
+
+* ``grid``: the final-trial recipe (triangular cyclical LR from ``lr/3`` to ``lr`` and back, the
+  tuner's epoch count) at 10 log-spaced peak LRs x 5 batch sizes x 2 seeds, on every task.
+  Grid-best = the best cell's mean validation perf over its 2 seeds.
+* ``presets``: each preset tunes with 5 seeds; each tuned recipe trains 2 trials. Regret =
+  grid-best - mean validation perf of those 10 trials. Compute = the tuner's worker seconds
+  (mean over seeds) / the grid's worker seconds. Stability = CV of the chosen ``lr_end`` and
+  the spread of the chosen batch sizes in candidate steps.
+* ``speed``: ``train(..., "fastest", trials=2, analysis="none", cores=2)`` on digits, 3 times,
+  each with a fresh process pool: the tuning wall time (from misc.json) and the whole call.
+
+* ``reeval``: the grid's 3 best cells re-run with 10 fresh seeds (the grid-best is the maximum of
+  50 noisy means, so it overstates its own recipe: the winner's curse).
+
+Results are printed and written as JSON to ``--out``; ``bench/RESULTS.md`` reports them.
+(Progress bars go to stderr: ``2>/dev/null`` to hide them.)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+TASKS: dict[str, dict[str, Any]] = {
+    "digits": {
+        "model": ("examples.digits", "model", (), {}),
+        "dataset": ("examples.digits", "dataset", (), {}),
+        "loss": ("torch.nn", "CrossEntropyLoss", (), {}),
+        "style": "classification",
+        "lrs": np.geomspace(0.01, 3.0, 10),
+    },
+    "regression": {
+        "model": ("bench.tune_quality", "regression_model", (), {}),
+        "dataset": ("bench.tune_quality", "regression_dataset", (), {}),
+        "loss": ("torch.nn", "MSELoss", (), {}),
+        "style": "inv-loss",
+        "lrs": np.geomspace(0.003, 1.0, 10),
+    },
+}
+GRID_BATCHES = (8, 16, 32, 64, 128)
+GRID_SEEDS = (0, 1)
+PRESET_SEEDS = (0, 1, 2, 3, 4)
+TRIALS_PER_TUNE = 2
+#: grid cells use one triangular cycle from lr / GRID_LR_RATIO up to lr and back
+GRID_LR_RATIO = 3.0
+
+
+def regression_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 1))
+
+
+def regression_dataset(n_train: int = 2000, n_val: int = 500, seed: int = 0) -> tuple[TensorDataset, TensorDataset]:
+    """A smooth nonlinear target of 8 inputs with noise (MSE of the best model ~ 0.01)."""
+    g = torch.Generator().manual_seed(seed)
+    w1, w2 = torch.randn(8, 1, generator=g) / math.sqrt(8), torch.randn(8, 1, generator=g) / math.sqrt(8)
+
+    def make(n: int) -> TensorDataset:
+        x = torch.randn(n, 8, generator=g)
+        y = torch.sin(2 * x @ w1) + 0.5 * (x @ w2) ** 2 + 0.1 * torch.randn(n, 1, generator=g)
+        return TensorDataset(x, y)
+
+    return make(n_train), make(n_val)
+
+
+def _specs(task: dict[str, Any]) -> dict[str, Any]:
+    from ignite_seg.loaders import normalize_spec
+
+    return {k: normalize_spec(task[k], f"{k}_loader") for k in ("model", "dataset", "loss")}
+
+
+def _facts(task: dict[str, Any]) -> dict[str, Any]:
+    from ignite_seg.validation import probe_recipe
+
+    s = _specs(task)
+    return probe_recipe(s["model"], s["dataset"], s["loss"], task["style"])
+
+
+def _epochs(n_train: int) -> tuple[float, int]:
+    """The schedule every preset chooses for this dataset (they share the schedule fields)."""
+    from ignite_seg.hparams import get_preset
+    from ignite_seg.schedule import choose_schedule
+
+    p = get_preset("fast")
+    return choose_schedule(n_train, train_examples=p.train_examples, min_epochs=p.min_epochs,
+                           max_epochs=p.max_epochs, cycles=p.cycles)
+
+
+def _run_trials(runner: Any, task: dict[str, Any], recipes: list[tuple[Any, int]]) -> list[Any]:
+    """Run one trial per (FixedHyperparameters, seed) on the runner; outcomes in input order."""
+    from ignite_seg.trainer import TrialTask, run_trial
+
+    specs = _specs(task)
+    tasks = [
+        TrialTask(trial_id=i, model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], hparams=hp,
+                  accuracy_style=task["style"], seed=seed, device="cpu", snapshots_per_epoch=1,
+                  threads=runner.task_threads)
+        for i, (hp, seed) in enumerate(recipes)
+    ]
+    out: dict[int, Any] = {}
+    for res in runner.map_unordered(run_trial, tasks, key=lambda t: t.trial_id):
+        out[res.trial_id] = res
+    return [out[i] for i in range(len(tasks))]
+
+
+def part_grid(runner: Any, name: str) -> dict[str, Any]:
+    from ignite_seg import FixedHyperparameters
+
+    task = TASKS[name]
+    n_train = _facts(task)["n_train"]
+    cycle, epochs = _epochs(n_train)
+    cells = [(lr, bs, seed) for lr in task["lrs"] for bs in GRID_BATCHES for seed in GRID_SEEDS]
+    recipes = [
+        (FixedHyperparameters(lr_start=float(lr) / GRID_LR_RATIO, lr_end=float(lr), batch_size=bs,
+                              cycle_size_epochs=cycle, epochs=epochs), 1000 + seed)
+        for lr, bs, seed in cells
+    ]
+    t0 = time.perf_counter()
+    outcomes = _run_trials(runner, task, recipes)
+    wall = time.perf_counter() - t0
+    perf = np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outcomes])
+    perf = perf.reshape(len(task["lrs"]), len(GRID_BATCHES), len(GRID_SEEDS))
+    mean = perf.mean(axis=2)
+    best = np.unravel_index(np.nanargmax(mean), mean.shape)
+    seconds = float(sum(o.seconds for o in outcomes))
+    result = {
+        "task": name, "epochs": epochs, "lrs": task["lrs"].tolist(), "batches": list(GRID_BATCHES),
+        "perf_mean": mean.tolist(), "perf": perf.tolist(),
+        "best_perf": float(mean[best]), "best_lr": float(task["lrs"][best[0]]), "best_batch": GRID_BATCHES[best[1]],
+        "worker_seconds": seconds, "wall_seconds": wall, "examples": n_train * epochs * len(cells),
+        "failed_or_diverged": int(np.isnan(perf).sum()),
+    }
+    print(f"[grid {name}] best {result['best_perf']:.4f} at lr {result['best_lr']:.3g}, batch "
+          f"{result['best_batch']}; {seconds:.0f} worker-s, {wall:.0f} s wall", flush=True)
+    return result
+
+
+def part_reeval(runner: Any, name: str, grid: dict[str, Any], top: int = 3, seeds: int = 10) -> dict[str, Any]:
+    """The grid's ``top`` cells re-run with ``seeds`` fresh seeds: the grid-best without its winner's curse.
+
+    The grid-best is the maximum of 50 noisy two-seed means, so it overstates what its recipe
+    reaches; fresh seeds measure the recipe itself.
+    """
+    from ignite_seg import FixedHyperparameters
+
+    task = TASKS[name]
+    mean = np.array(grid["perf_mean"])
+    order = np.argsort(np.nan_to_num(mean, nan=-1.0), axis=None)[::-1][:top]
+    rows = []
+    for flat in order:
+        i, j = np.unravel_index(flat, mean.shape)
+        lr, bs = grid["lrs"][i], grid["batches"][j]
+        hp = FixedHyperparameters(lr_start=lr / GRID_LR_RATIO, lr_end=lr, batch_size=bs,
+                                  cycle_size_epochs=grid["epochs"], epochs=grid["epochs"])
+        outs = _run_trials(runner, task, [(hp, 3000 + k) for k in range(seeds)])
+        perf = np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outs])
+        rows.append({"lr": lr, "batch": bs, "grid_perf": float(mean[i, j]), "fresh_perf_mean": float(np.nanmean(perf)),
+                     "fresh_perf_std": float(np.nanstd(perf)), "fresh_perfs": perf.tolist()})
+        print(f"[reeval {name}] lr {lr:.3g} batch {bs}: grid {mean[i, j]:.4f}, {seeds} fresh seeds "
+              f"{np.nanmean(perf):.4f} ± {np.nanstd(perf):.4f}", flush=True)
+    best = max(rows, key=lambda r: r["fresh_perf_mean"])
+    return {"cells": rows, "best_fresh_perf": best["fresh_perf_mean"], "seeds": seeds}
+
+
+def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str] | dict[str, Any],
+                 seeds: tuple[int, ...] = PRESET_SEEDS) -> dict[str, Any]:
+    """Tune with each preset (a name, or a name -> HyperparameterSettings mapping) and ``seeds``."""
+    from ignite_seg.folder import RunFolder
+    from ignite_seg.hparams import get_preset
+    from ignite_seg.tuner import tune
+
+    task = TASKS[name]
+    facts = _facts(task)
+    out: dict[str, Any] = {}
+    named = presets if isinstance(presets, dict) else {p: get_preset(p) for p in presets}
+    for preset, settings in named.items():
+        chosen, tuning_seconds, tuning_examples, tuning_wall = [], [], [], []
+        for seed in seeds:
+            with tempfile.TemporaryDirectory(prefix="ignite_seg_bench_") as tmp:
+                rf = RunFolder(tmp)
+                t0 = time.perf_counter()
+                hp = tune(runner, rf, settings, _specs(task), accuracy_style=task["style"], facts=facts, seed=seed,
+                          device="cpu")
+                tuning_wall.append(time.perf_counter() - t0)
+                misc = json.loads((rf.hparams / "misc.json").read_text())
+            chosen.append(hp)
+            tuning_seconds.append(misc["compute"]["total_task_seconds"])
+            tuning_examples.append(misc["compute"]["total_examples"])
+        recipes = [(hp, 2000 + 10 * s + t) for s, hp in zip(seeds, chosen) for t in range(TRIALS_PER_TUNE)]
+        outcomes = _run_trials(runner, task, recipes)
+        perfs = np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outcomes])
+        per_seed = np.nanmean(perfs.reshape(len(seeds), TRIALS_PER_TUNE), axis=1)
+        lr_end = np.array([hp.lr_end for hp in chosen])
+        bss = np.array([hp.batch_size for hp in chosen])
+        steps = float(np.log(bss.max() / bss.min()) / np.log(settings.batch_step))
+        mean_perf = float(np.nanmean(perfs))
+        res = {
+            "preset": preset, "recipes": [hp.to_dict() for hp in chosen],
+            "val_perf_trials": perfs.tolist(), "val_perf_per_seed": per_seed.tolist(), "val_perf_mean": mean_perf,
+            "val_perf_std": float(np.nanstd(perfs)), "regret": grid["best_perf"] - mean_perf,
+            "val_perf_sem": float(np.nanstd(perfs) / np.sqrt(np.isfinite(perfs).sum())),
+            "regret_per_seed": (grid["best_perf"] - per_seed).tolist(),
+            "tuning_worker_seconds": tuning_seconds, "tuning_wall_seconds": tuning_wall,
+            "compute_fraction": float(np.mean(tuning_seconds)) / grid["worker_seconds"],
+            "examples_fraction": float(np.mean(tuning_examples)) / grid["examples"],
+            "lr_end_cv": float(lr_end.std() / lr_end.mean()), "batch_sizes": bss.tolist(), "batch_spread_steps": steps,
+            "failed_trials": int(np.isnan(perfs).sum()),
+        }
+        out[preset] = res
+        print(f"[{preset} {name}] val {mean_perf:.4f} ± {res['val_perf_std']:.4f}, regret {res['regret']:+.4f}, "
+              f"compute {100 * res['compute_fraction']:.1f}% of grid ({100 * res['examples_fraction']:.1f}% of its "
+              f"examples), tuning wall {np.mean(tuning_wall):.1f} s, lr_end CV {100 * res['lr_end_cv']:.0f}%, "
+              f"batches {bss.tolist()} ({steps:g} steps), lr_end {np.round(lr_end, 3).tolist()}", flush=True)
+    return out
+
+
+def part_speed(repeats: int = 3) -> list[dict[str, Any]]:
+    import ignite_seg
+
+    out = []
+    task = TASKS["digits"]
+    for k in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="ignite_seg_bench_") as tmp:
+            t0 = time.perf_counter()
+            res = ignite_seg.train(task["model"], task["dataset"], task["loss"], folder=Path(tmp) / "run",
+                                   hyperparameters="fastest", trials=2, analysis="none", cores=2, seed=k)
+            wall = time.perf_counter() - t0
+            misc = json.loads((Path(tmp) / "run/hparams/misc.json").read_text())
+        perfs = [t.perf_val for t in res.completed]
+        row = {"seed": k, "train_wall_seconds": wall, "tuning_wall_seconds": misc["compute"]["total_wall_seconds"],
+               "val_perf": perfs, "hyperparameters": res.hyperparameters.to_dict()}
+        out.append(row)
+        print(f"[speed] seed {k}: tuning {row['tuning_wall_seconds']:.1f} s, whole train {wall:.1f} s, val {perfs}",
+              flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", default="all", choices=["grid", "reeval", "presets", "speed", "all"])
+    parser.add_argument("--tasks", default="digits,regression")
+    parser.add_argument("--presets", default="fastest,fast,slow,slowest")
+    parser.add_argument("--out", default="out/bench")
+    args = parser.parse_args()
+    import logging
+
+    logging.getLogger("ignite_seg").setLevel(logging.WARNING)
+    from ignite_seg.execution import TaskRunner
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.part in ("grid", "reeval", "presets", "all"):
+        with TaskRunner(2) as runner:
+            for name in args.tasks.split(","):
+                grid_path = out / f"grid_{name}.json"
+                if args.part in ("grid", "all") or not grid_path.exists():
+                    grid_path.write_text(json.dumps(part_grid(runner, name), indent=1))
+                grid = json.loads(grid_path.read_text())
+                if args.part in ("reeval", "all"):
+                    (out / f"reeval_{name}.json").write_text(json.dumps(part_reeval(runner, name, grid), indent=1))
+                if args.part in ("presets", "all"):
+                    res = part_presets(runner, name, grid, args.presets.split(","))
+                    path = out / f"presets_{name}.json"
+                    old = json.loads(path.read_text()) if path.exists() else {}
+                    path.write_text(json.dumps({**old, **res}, indent=1))
+    if args.part in ("speed", "all"):
+        (out / "speed.json").write_text(json.dumps(part_speed(), indent=1))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    main()

@@ -1,0 +1,93 @@
+"""Batch-size search maths (pure numpy): candidates around the noise scale, successive halving.
+
+Candidates lie on a geometric grid ``batch_start * step**k`` inside ``[batch_start, batch_end]``;
+the ``n`` consecutive grid points centred (in log scale) on the gradient noise scale are scored
+with short runs, and after each rung only the best ``1/eta`` continue with ``eta`` times the budget.
+
+Example:
+    >>> batch_candidates(48.0, 16, 512, 3)
+    [32, 64, 128]
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["batch_grid", "centre_batch", "batch_candidates", "halving_survivors", "rank_scores", "scale_lr"]
+
+
+def batch_grid(batch_start: int, batch_end: int, step: float = 2.0) -> list[int]:
+    """Batch sizes ``batch_start * step**k`` (rounded, unique) up to ``batch_end``."""
+    if not (1 <= batch_start <= batch_end):
+        raise ValueError(f"need 1 <= batch_start <= batch_end, got {batch_start!r}, {batch_end!r}")
+    if not step > 1:
+        raise ValueError(f"step must be > 1, got {step!r}")
+    out: list[int] = []
+    k = 0
+    while True:
+        b = int(round(batch_start * step**k))
+        if b > batch_end:
+            break
+        if not out or b != out[-1]:
+            out.append(b)
+        k += 1
+    return out
+
+
+def centre_batch(noise: float, batch_start: int, batch_end: int, step: float = 2.0, fallback: int | None = None) -> int:
+    """The grid batch size nearest (in log scale) to the noise scale ``noise``.
+
+    A non-finite or non-positive ``noise`` (the estimate failed) gives the grid point nearest
+    ``fallback`` (default: the grid's geometric middle).
+    """
+    grid = np.asarray(batch_grid(batch_start, batch_end, step), dtype=np.float64)
+    if not (math.isfinite(noise) and noise > 0):
+        if fallback is None:
+            return int(grid[(grid.size - 1) // 2])
+        noise = float(fallback)
+    return int(grid[int(np.argmin(np.abs(np.log(grid) - math.log(noise))))])
+
+
+def batch_candidates(noise: float, batch_start: int, batch_end: int, n: int, step: float = 2.0,
+                     fallback: int | None = None) -> list[int]:
+    """``n`` consecutive grid batch sizes around :func:`centre_batch` (fewer if the grid is short)."""
+    grid = batch_grid(batch_start, batch_end, step)
+    if n <= 0:
+        return []
+    centre = grid.index(centre_batch(noise, batch_start, batch_end, step, fallback))
+    n = min(n, len(grid))
+    lo = min(max(centre - (n - 1) // 2, 0), len(grid) - n)
+    return grid[lo : lo + n]
+
+
+def rank_scores(perfs: np.ndarray, losses: np.ndarray, by: Literal["loss", "perf"] = "loss") -> np.ndarray:
+    """Candidate indices from best to worst: by lower mean loss (``by="loss"``, ties broken by higher
+    mean perf) or by higher mean perf (ties broken by lower mean loss).
+
+    ``perfs`` and ``losses`` are (R, C), perf higher-is-better, loss lower-is-better; all-NaN
+    columns (pruned or failed candidates) rank last.
+    """
+    perfs = np.atleast_2d(np.asarray(perfs, dtype=np.float64))
+    losses = np.atleast_2d(np.asarray(losses, dtype=np.float64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: pruned candidates
+        p = np.nanmean(perfs, axis=0)
+        ls = np.nanmean(losses, axis=0)
+    p = np.where(np.isfinite(p), p, -np.inf)
+    ls = np.where(np.isfinite(ls) | (ls == np.inf), ls, np.inf)
+    return np.lexsort((-p, ls)) if by == "loss" else np.lexsort((ls, -p))
+
+
+def halving_survivors(ranked: np.ndarray, alive: int, eta: int) -> np.ndarray:
+    """The best ``ceil(alive / eta)`` of ``ranked`` (indices best first)."""
+    if eta < 2:
+        raise ValueError(f"eta must be >= 2, got {eta!r}")
+    return np.asarray(ranked[: max(1, math.ceil(alive / eta))])
+
+
+def scale_lr(lr: float, batch_size: int, reference_batch_size: int) -> float:
+    """The linear scaling rule: the learning rate grows in proportion to the batch size."""
+    return float(lr) * batch_size / reference_batch_size

@@ -1,0 +1,353 @@
+"""Learning-rate range test maths (pure numpy): sweep, smoothing, divergence, range choice.
+
+The range test trains while the learning rate grows geometrically; the loss at each LR is
+recorded. :func:`choose_lr_range` smooths the curves, cuts each repeat at its divergence,
+averages the repeats, differentiates against ``log10(lr)`` and returns the interval of steepest
+*sustained* improvement: the contiguous stretch where the slope stays at least ``steep_frac``
+of the steepest slope, chosen by how much loss it removes (so a single noisy dip does not win).
+
+Example:
+    >>> import numpy as np
+    >>> lrs = geometric_lrs(1e-4, 10.0, 200)
+    >>> x = np.log10(lrs)
+    >>> loss = 2.0 - 1.8 / (1.0 + np.exp(-(x + 1.0) / 0.3))  # steepest at lr = 0.1
+    >>> choice = choose_lr_range(lrs, loss[None, :], window=5)
+    >>> bool(choice.lr_min < 0.1 < choice.lr_max)
+    True
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .exceptions import TuningError
+from .smoothing import moving_average
+
+__all__ = [
+    "geometric_lrs",
+    "smooth_curves",
+    "divergence_index",
+    "DivergenceMonitor",
+    "log_lr_derivative",
+    "mean_curve",
+    "LRRangeChoice",
+    "choose_lr_range",
+]
+
+#: Fewer finite points than this cannot show a range.
+MIN_POINTS = 5
+#: The regain rule of :func:`divergence_index` applies once the loss improved by this fraction:
+#: before that, what it "gives back" is mostly batch-to-batch noise.
+REGAIN_MIN_IMPROVEMENT = 0.3
+
+
+def geometric_lrs(lr_start: float, lr_end: float, n: int) -> np.ndarray:
+    """``n`` learning rates growing geometrically from ``lr_start`` to ``lr_end`` (both included)."""
+    if not (lr_start > 0 and lr_end > lr_start):
+        raise ValueError(f"need 0 < lr_start < lr_end, got lr_start={lr_start!r}, lr_end={lr_end!r}")
+    if n < 2:
+        raise ValueError(f"need n >= 2 learning rates, got n={n!r}")
+    return np.geomspace(lr_start, lr_end, n)
+
+
+def smooth_curves(curves: np.ndarray, window: int) -> np.ndarray:
+    """Centered moving average of each row over ``window`` points; NaN stays NaN.
+
+    Rows are repeats that stopped at different points (NaN afterwards); the smoothing never
+    extends a curve past its last measured point.
+    """
+    curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
+    out = moving_average(curves, window, axis=-1)
+    out[~np.isfinite(curves)] = np.nan
+    return out
+
+
+def divergence_index(smoothed: np.ndarray, diverge_th: float, regain: float | None = None,
+                     min_improvement: float = REGAIN_MIN_IMPROVEMENT, warmup: int = 0) -> int | None:
+    """First index where the curve diverges, or is not finite; ``None`` when it never does.
+
+    Diverging means exceeding ``diverge_th`` times the running minimum or, with ``regain``, giving
+    back more than that fraction of the improvement made so far (once the improvement is at least
+    ``min_improvement`` of the first value). The second rule catches losses that saturate: a
+    cross-entropy that fell from 2.3 to 1.5 and climbs back to 2.3 never reaches twice its minimum.
+    Both rules start after ``warmup`` points (where a centred smoothing window is still partial,
+    one lucky batch would set the minimum); a non-finite value counts anywhere.
+
+    Example:
+        >>> divergence_index(np.array([2.3, 1.5, 1.6, 2.0, 2.3]), 2.0, regain=0.5)
+        3
+    """
+    y = np.asarray(smoothed, dtype=np.float64)
+    if y.size == 0:
+        return None
+    bad = ~np.isfinite(y)
+    w = min(max(int(warmup), 0), y.size - 1)
+    tail, tail_bad = y[w:], bad[w:]
+    running_min = np.minimum.accumulate(np.where(tail_bad, np.inf, tail))
+    hit = tail_bad | (tail > diverge_th * running_min)
+    if regain is not None and np.isfinite(tail[0]):
+        gained = tail[0] - running_min
+        hit |= (gained >= min_improvement * abs(tail[0])) & (tail - running_min > regain * gained)
+    hits = np.concatenate([np.flatnonzero(bad[:w]), w + np.flatnonzero(hit)])
+    return int(hits[0]) if hits.size else None
+
+
+class DivergenceMonitor:
+    """Online divergence test for a running sweep, on an EMA of the loss (see :func:`divergence_index`).
+
+    ``update(loss)`` returns ``True`` once the EMA (weight ``smooth_f`` on the newest loss,
+    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen, gives back more than
+    ``regain`` of its improvement, or the loss is not finite. The first ``ceil(1 / smooth_f)``
+    losses only warm the EMA up (a non-finite one still stops at once).
+
+    Example:
+        >>> m = DivergenceMonitor(diverge_th=2.0, smooth_f=1.0)
+        >>> [m.update(v) for v in (3.0, 1.0, 1.5, 2.5)]
+        [False, False, False, True]
+    """
+
+    def __init__(self, diverge_th: float, smooth_f: float, regain: float | None = None,
+                 min_improvement: float = REGAIN_MIN_IMPROVEMENT) -> None:
+        if not diverge_th > 1:
+            raise ValueError(f"diverge_th must be > 1, got {diverge_th!r}")
+        if not 0 < smooth_f <= 1:
+            raise ValueError(f"smooth_f must be in (0, 1], got {smooth_f!r}")
+        self.diverge_th, self.smooth_f, self.regain, self.min_improvement = diverge_th, smooth_f, regain, min_improvement
+        self._ema = 0.0
+        self._weight = 0.0
+        self._seen = 0
+        self.warmup = math.ceil(1 / smooth_f) - 1
+        self.first = math.nan
+        self.best = math.inf
+        self.value = math.nan
+
+    def update(self, loss: float) -> bool:
+        if not math.isfinite(loss):
+            return True
+        self._ema = (1 - self.smooth_f) * self._ema + self.smooth_f * loss
+        self._weight = (1 - self.smooth_f) * self._weight + self.smooth_f
+        self.value = self._ema / self._weight
+        self._seen += 1
+        if self._seen <= self.warmup:
+            return False
+        if math.isnan(self.first):
+            self.first = self.value
+        self.best = min(self.best, self.value)
+        if self.value > self.diverge_th * self.best:
+            return True
+        gained = self.first - self.best
+        return (
+            self.regain is not None
+            and gained >= self.min_improvement * abs(self.first)
+            and self.value - self.best > self.regain * gained
+        )
+
+
+def log_lr_derivative(y: np.ndarray, lrs: np.ndarray, window: int = 3) -> np.ndarray:
+    """``dy / dlog10(lr)`` over the finite prefix of ``y`` (NaN elsewhere).
+
+    The slope at each point is the least-squares slope of ``y`` against ``log10(lr)`` over a
+    centred window of ``window`` points (truncated at the ends), a Savitzky-Golay first
+    derivative: unlike a difference of neighbours it stays calm at the ends of a noisy curve.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    out = np.full_like(y, np.nan)
+    n = _finite_prefix(y)
+    if n < 2:
+        return out
+    x = np.log10(np.asarray(lrs, dtype=np.float64)[:n])
+    yy = y[:n]
+    half = max(1, int(window) // 2)
+    idx = np.arange(n)
+    lo, hi = np.maximum(idx - half, 0), np.minimum(idx + half + 1, n)
+    c = lambda v: np.concatenate([[0.0], np.cumsum(v)])  # noqa: E731
+    sx, sy, sxx, sxy = c(x), c(yy), c(x * x), c(x * yy)
+    k = (hi - lo).astype(np.float64)
+    mx, my = (sx[hi] - sx[lo]) / k, (sy[hi] - sy[lo]) / k
+    vxx = (sxx[hi] - sxx[lo]) / k - mx * mx
+    cxy = (sxy[hi] - sxy[lo]) / k - mx * my
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[:n] = np.where(vxx > 0, cxy / vxx, np.nan)
+    return out
+
+
+def mean_curve(curves: np.ndarray, min_frac: float = 0.5) -> np.ndarray:
+    """Mean over repeats (rows) where at least ``min_frac`` of them are finite, NaN elsewhere."""
+    curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
+    finite = np.isfinite(curves)
+    count = finite.sum(axis=0)
+    total = np.where(finite, curves, 0.0).sum(axis=0)
+    need = max(1, math.ceil(min_frac * curves.shape[0]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count >= need, total / np.maximum(count, 1), np.nan)
+
+
+def _finite_prefix(y: np.ndarray) -> int:
+    bad = np.flatnonzero(~np.isfinite(y))
+    return int(bad[0]) if bad.size else int(y.size)
+
+
+@dataclass(frozen=True)
+class LRRangeChoice:
+    """The chosen interval and the evidence for it (arrays have the sweep's length ``P``)."""
+
+    lr_min: float
+    lr_max: float
+    steepest_lr: float
+    steepest_slope: float
+    #: smoothed loss per repeat, cut at each repeat's divergence (R, P)
+    smoothed: np.ndarray
+    #: mean of the smoothed repeats (P,)
+    mean: np.ndarray
+    #: derivative of ``mean`` against log10(lr), a local least-squares slope over ``window`` points (P,)
+    deriv: np.ndarray
+    #: LR at which each repeat diverged, NaN if it did not (R,)
+    diverged_lr: np.ndarray
+    #: number of leading points used for the choice
+    n_valid: int
+    #: relative loss improvement over the sweep, (first - min) / |first|
+    improvement: float
+    #: True when the chosen interval runs up to the last usable point (no divergence seen above it)
+    hit_end: bool
+
+
+def choose_lr_range(
+    lrs: np.ndarray,
+    losses: np.ndarray,
+    *,
+    window: int,
+    diverge_th: float = 2.0,
+    regain: float | None = 0.8,
+    steep_frac: float = 0.5,
+    min_improvement: float = 0.02,
+    window_decades: float | None = None,
+    min_span_decades: float = 0.0,
+) -> LRRangeChoice:
+    """Choose ``[lr_min, lr_max]``, the interval of steepest sustained loss improvement.
+
+    Args:
+        lrs: the sweep's learning rates, increasing (P,).
+        losses: training loss per repeat and LR (R, P); NaN after a repeat stopped.
+        window: moving-average window (points) for the losses and the derivative.
+        diverge_th: a repeat is cut where its smoothed loss exceeds this times its minimum...
+        regain: ... or gives back more than this fraction of its improvement (None: no such rule).
+        steep_frac: the interval is where the slope is at least this fraction of the steepest.
+        min_improvement: smallest relative loss improvement that counts as learning.
+        window_decades: look for the interval only this many decades below the last usable LR
+            (the divergence, or the sweep's end). Far below it, a sweep's loss falls because the
+            model is young, not because the LR is good (the range test's known confound: the
+            first phase of training always looks steep). ``None``: the whole sweep.
+        min_span_decades: an interval narrower than this is widened downwards (``lr_max`` kept),
+            so that a cycle between the bounds still spans a useful range.
+
+    Raises:
+        TuningError: the loss is not finite from the start, diverges at once, or never improves.
+    """
+    lrs = np.asarray(lrs, dtype=np.float64)
+    losses = np.atleast_2d(np.asarray(losses, dtype=np.float64))
+    if lrs.ndim != 1 or losses.shape[1] != lrs.size:
+        raise ValueError(f"lrs (P,) and losses (R, P) disagree: {lrs.shape} vs {losses.shape}")
+    if lrs.size < MIN_POINTS or not np.all(np.diff(lrs) > 0) or not lrs[0] > 0:
+        raise ValueError(f"lrs must be >= {MIN_POINTS} positive increasing values, got {lrs.size} values")
+    if not 0 < steep_frac < 1:
+        raise ValueError(f"steep_frac must be in (0, 1), got {steep_frac!r}")
+    lo_lr, hi_lr = float(lrs[0]), float(lrs[-1])
+    if not np.isfinite(losses[:, 0]).any():
+        raise TuningError(
+            f"the loss is not finite even at the sweep's first learning rate {lo_lr:.3g}: the model or "
+            "loss produces NaN/inf before any training. Check the loss and the data (and lower lr_start "
+            "if the model is very sensitive)."
+        )
+    # cut every repeat at its divergence (or first non-finite loss)
+    smoothed = smooth_curves(losses, window)
+    diverged_lr = np.full(losses.shape[0], np.nan)
+    for r in range(losses.shape[0]):
+        stop = divergence_index(smoothed[r], diverge_th, regain, warmup=window // 2)
+        raw_stop = _finite_prefix(losses[r])
+        if raw_stop < losses.shape[1]:
+            stop = raw_stop if stop is None else min(stop, raw_stop)
+        if stop is not None:
+            diverged_lr[r] = lrs[stop]
+            smoothed[r, stop:] = np.nan
+    mean = mean_curve(smoothed, min_frac=0.51)  # where most repeats still run: one stray repeat is not the mean
+    n_valid = _finite_prefix(mean)
+    if n_valid < MIN_POINTS:
+        at = lrs[min(n_valid, lrs.size - 1)]
+        raise TuningError(
+            f"the loss diverged almost at once (after {n_valid} of {lrs.size} points, lr ~ {at:.3g}); "
+            f"lower lr_start (now {lo_lr:.3g}) so that the sweep starts where training is stable."
+        )
+    valid = mean[:n_valid]
+    first = float(valid[: max(1, window)].mean())
+    improvement = (first - float(valid.min())) / max(abs(first), 1e-12)
+    deriv = np.full(lrs.size, np.nan)
+    deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(window, 3))
+    d = deriv[:n_valid].copy()
+    if window_decades is not None:
+        x_all = np.log10(lrs[:n_valid])
+        outside = x_all < x_all[-1] - window_decades
+        if (~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0:
+            d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval
+        # (no improvement at all inside the window: fall back to the whole sweep)
+    k = int(np.argmin(d))
+    if improvement < min_improvement or not d[k] < 0:
+        raise TuningError(
+            f"the training loss did not improve over the sweep lr {lo_lr:.3g} -> {hi_lr:.3g} (relative "
+            f"improvement {improvement:.3g} < {min_improvement}). Widen the sweep (raise lr_end or lower "
+            "lr_start), sweep for longer (lr_sweep_len), or check that the model can learn the data."
+        )
+    lo, hi = _best_segment(d, np.log10(lrs[:n_valid]), steep_frac * d[k])
+    x = np.log10(lrs[:n_valid])
+    thr = steep_frac * d[k]
+    x_lo = _crossing(x, d, lo - 1, lo, thr) if lo > 0 and np.isfinite(d[lo - 1]) else x[lo]
+    x_hi = _crossing(x, d, hi, hi + 1, thr) if hi < n_valid - 1 else x[hi]
+    if x_hi - x_lo < 1e-9:  # a one-point interval: widen to the neighbouring sweep points
+        x_lo, x_hi = x[max(lo - 1, 0)], x[min(hi + 1, n_valid - 1)]
+    x_lo = max(min(x_lo, x_hi - min_span_decades), float(np.log10(lrs[0])))
+    return LRRangeChoice(
+        lr_min=float(10**x_lo),
+        lr_max=float(10**x_hi),
+        steepest_lr=float(lrs[k]),
+        steepest_slope=float(d[k]),
+        smoothed=smoothed,
+        mean=mean,
+        deriv=deriv,
+        diverged_lr=diverged_lr,
+        n_valid=n_valid,
+        improvement=float(improvement),
+        hit_end=hi == n_valid - 1,
+    )
+
+
+def _best_segment(d: np.ndarray, x: np.ndarray, thr: float) -> tuple[int, int]:
+    """The contiguous run of ``d < thr`` that removes the most loss (integral of -d over x)."""
+    steep = d < thr
+    best, best_drop = (0, 0), -np.inf
+    i, n = 0, d.size
+    while i < n:
+        if not steep[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and steep[j + 1]:
+            j += 1
+        seg = slice(i, j + 1)
+        drop = float(-np.trapezoid(d[seg], x[seg])) if j > i else float(-d[i] * _step(x, i))
+        if drop > best_drop:
+            best, best_drop = (i, j), drop
+        i = j + 1
+    return best
+
+
+def _step(x: np.ndarray, i: int) -> float:
+    return float(x[min(i + 1, x.size - 1)] - x[max(i - 1, 0)]) / 2 or 1.0
+
+
+def _crossing(x: np.ndarray, d: np.ndarray, i: int, j: int, thr: float) -> float:
+    """Where the line through ``(x[i], d[i])`` and ``(x[j], d[j])`` crosses ``thr``."""
+    if d[j] == d[i]:
+        return float(x[j])
+    t = float(np.clip((thr - d[i]) / (d[j] - d[i]), 0.0, 1.0))
+    return float(x[i] + t * (x[j] - x[i]))

@@ -1,0 +1,428 @@
+"""The tuner's worker tasks: an LR range test and a short batch-size run, each an ignite ``Engine``.
+
+The task functions :func:`run_lr_sweep` and :func:`run_batch_trial` are module-level and take one
+picklable task record, so any ``concurrent.futures.Executor`` can run them. They build the recipe
+from the loader specs, hold out a fixed slice of the *training* set to measure perf on (the
+validation set is never indexed), train on the rest, and return arrays; they write no file and
+never raise for a failure of the user's code (the error text comes back in the result).
+
+Handlers (each with an ``attach()`` that is safe to call twice):
+
+* :class:`GeometricLR` sets the learning rate of iteration ``i`` to
+  ``lr_start * (lr_end / lr_start) ** ((i - 1) / (num_iters - 1))``;
+* :class:`SweepRecorder` records per iteration the LR, the training loss, loss and perf on the
+  held-out slice, and the squared gradient norms published by :func:`create_noise_trainer`;
+* :class:`DivergenceStop` ends the sweep when the EMA loss exceeds ``diverge_th`` times its minimum;
+* :class:`LRRangeTest` bundles the three as a temporary intervention (a context manager that
+  leaves the model and the optimizer as it found them, like ignite's ``FastaiLRFinder``).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterator
+
+import numpy as np
+import torch
+from ignite.engine import Engine, Events
+from ignite.handlers import LinearCyclicalScheduler
+from torch.utils.data import Subset
+
+from .data import Batches, TensorData, as_tensor_data, gather
+from .hparams import FixedHyperparameters
+from .loaders import LoaderSpec
+from .lr_range import DivergenceMonitor
+from .perf import evaluate
+from .trainer import DivergenceGuard, _set_threads, build_recipe, create_trainer, make_optimizer, resolve_device
+
+__all__ = [
+    "RecipeSpec",
+    "LRSweepTask",
+    "LRSweepResult",
+    "BatchRunTask",
+    "BatchRunResult",
+    "GeometricLR",
+    "SweepRecorder",
+    "DivergenceStop",
+    "LRRangeTest",
+    "create_noise_trainer",
+    "run_lr_sweep",
+    "run_batch_trial",
+]
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    """What every tuning task shares: the loader specs, the held-out slice and the optimizer."""
+
+    model: LoaderSpec
+    dataset: LoaderSpec
+    loss: LoaderSpec
+    accuracy_style: str
+    #: indices of the training set held out to measure perf (never trained on)
+    holdout: tuple[int, ...]
+    optimizer: str = "sgd"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    device: str = "auto"
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class LRSweepTask:
+    """One repeat of the LR range test."""
+
+    key: Hashable
+    recipe: RecipeSpec
+    init_seed: int
+    data_seed: int
+    batch_size: int
+    lr_start: float
+    lr_end: float
+    iterations: int
+    diverge_th: float
+    diverge_regain: float
+    smooth_f: float
+    noise_chunks: int
+    device_index: int = 0
+
+
+@dataclass
+class LRSweepResult:
+    """Per-iteration records of one sweep repeat (length = iterations run)."""
+
+    key: Hashable
+    status: str  # "diverged" | "completed" | "failed"
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    seconds: float = 0.0
+    #: of ``seconds``, the time spent building the recipe (loaders, dataset split)
+    prepare_seconds: float = 0.0
+    examples: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchRunTask:
+    """A short run at one candidate batch size, one triangular LR cycle ``lr_min -> lr_max -> lr_min``."""
+
+    key: Hashable
+    recipe: RecipeSpec
+    seed: int
+    batch_size: int
+    lr_min: float
+    lr_max: float
+    epochs: float
+    device_index: int = 0
+
+
+@dataclass
+class BatchRunResult:
+    """Score of one short run: loss and perf on the held-out slice at the end."""
+
+    key: Hashable
+    status: str  # "completed" | "diverged" | "failed"
+    perf: float = math.nan
+    loss: float = math.nan
+    iterations: int = 0
+    seconds: float = 0.0
+    examples: int = 0
+    error: str | None = None
+
+
+# -- handlers -------------------------------------------------------------------------------------
+class GeometricLR:
+    """Learning rate growing geometrically from ``lr_start`` to ``lr_end`` over ``num_iters``.
+
+    Sets every param group's ``lr`` at ``ITERATION_STARTED`` and publishes it as ``engine.state.lr``.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, lr_start: float, lr_end: float, num_iters: int) -> None:
+        if not (0 < lr_start < lr_end):
+            raise ValueError(f"GeometricLR needs 0 < lr_start < lr_end, got {lr_start!r}, {lr_end!r}")
+        if num_iters < 2:
+            raise ValueError(f"GeometricLR needs num_iters >= 2, got {num_iters!r}")
+        self.optimizer, self.lr_start, self.lr_end, self.num_iters = optimizer, lr_start, lr_end, num_iters
+
+    def lr_at(self, iteration: int) -> float:
+        """The LR of (1-based) ``iteration``; constant at ``lr_end`` past ``num_iters``."""
+        t = min(max(iteration - 1, 0), self.num_iters - 1) / (self.num_iters - 1)
+        return float(self.lr_start * (self.lr_end / self.lr_start) ** t)
+
+    def attach(self, engine: Engine) -> None:
+        if not engine.has_event_handler(self._set, Events.ITERATION_STARTED):
+            engine.add_event_handler(Events.ITERATION_STARTED, self._set)
+
+    def detach(self, engine: Engine) -> None:
+        if engine.has_event_handler(self._set, Events.ITERATION_STARTED):
+            engine.remove_event_handler(self._set, Events.ITERATION_STARTED)
+
+    def _set(self, engine: Engine) -> None:
+        lr = self.lr_at(engine.state.iteration)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        engine.state.lr = lr
+
+
+class SweepRecorder:
+    """Per iteration: LR, training loss, held-out loss and perf, and squared gradient norms."""
+
+    KEYS = ("lrs", "losses", "holdout_losses", "perfs", "sq_small", "sq_big", "b_small", "b_big")
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        holdout: tuple[torch.Tensor, torch.Tensor],
+        style: str,
+        device: torch.device,
+    ) -> None:
+        self.model, self.loss_fn, self.style, self.device = model, loss_fn, style, device
+        self.holdout = tuple(t.to(device) for t in holdout)
+        self.records: dict[str, list[float]] = {k: [] for k in self.KEYS}
+
+    def attach(self, engine: Engine) -> None:
+        engine.state.sweep = self.records
+        if not engine.has_event_handler(self.record, Events.ITERATION_COMPLETED):
+            engine.add_event_handler(Events.ITERATION_COMPLETED, self.record)
+
+    def detach(self, engine: Engine) -> None:
+        if engine.has_event_handler(self.record, Events.ITERATION_COMPLETED):
+            engine.remove_event_handler(self.record, Events.ITERATION_COMPLETED)
+
+    def record(self, engine: Engine) -> None:
+        loss = float(engine.state.output)
+        hold_loss, perf = (
+            evaluate(self.model, self.loss_fn, [self.holdout], self.style, self.device)
+            if math.isfinite(loss)
+            else (math.nan, math.nan)
+        )
+        norms = getattr(engine.state, "grad_norms", None) or (math.nan,) * 4
+        rec = self.records
+        rec["lrs"].append(float(getattr(engine.state, "lr", math.nan)))
+        rec["losses"].append(loss)
+        rec["holdout_losses"].append(hold_loss)
+        rec["perfs"].append(perf)
+        for k, v in zip(("sq_small", "sq_big", "b_small", "b_big"), norms):
+            rec[k].append(float(v))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v, dtype=np.float64) for k, v in self.records.items()}
+
+
+class DivergenceStop:
+    """Terminates the run once the EMA training loss diverges (see :class:`~ignite_seg.lr_range.DivergenceMonitor`).
+
+    Sets ``engine.state.diverged_at`` to the iteration, or leaves it ``None``.
+    """
+
+    def __init__(self, diverge_th: float, smooth_f: float, regain: float | None = None) -> None:
+        self.monitor = DivergenceMonitor(diverge_th, smooth_f, regain)
+
+    def attach(self, engine: Engine) -> None:
+        engine.state.diverged_at = None
+        if not engine.has_event_handler(self._check, Events.ITERATION_COMPLETED):
+            engine.add_event_handler(Events.ITERATION_COMPLETED, self._check)
+
+    def detach(self, engine: Engine) -> None:
+        if engine.has_event_handler(self._check, Events.ITERATION_COMPLETED):
+            engine.remove_event_handler(self._check, Events.ITERATION_COMPLETED)
+
+    def _check(self, engine: Engine) -> None:
+        if self.monitor.update(float(engine.state.output)):
+            engine.state.diverged_at = engine.state.iteration
+            engine.terminate()
+
+
+class LRRangeTest:
+    """The LR range test as a temporary intervention on a trainer.
+
+    Example:
+        >>> test = LRRangeTest(1e-4, 1.0, 100, 4.0, 0.05, recorder)  # doctest: +SKIP
+        >>> with test.attach(trainer, model, optimizer) as engine:  # doctest: +SKIP
+        ...     engine.run(batches, max_iters=100)
+        >>> test.recorder.arrays()["losses"]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, lr_start: float, lr_end: float, num_iters: int, diverge_th: float, smooth_f: float,
+        recorder: SweepRecorder, regain: float | None = None,
+    ) -> None:
+        self.lr_start, self.lr_end, self.num_iters = lr_start, lr_end, num_iters
+        self.diverge_th, self.smooth_f, self.regain = diverge_th, smooth_f, regain
+        self.recorder = recorder
+
+    @contextlib.contextmanager
+    def attach(self, engine: Engine, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Iterator[Engine]:
+        """Attach the sweep's handlers; on exit remove them and restore model and optimizer."""
+        saved_model = copy.deepcopy(model.state_dict())
+        saved_opt = copy.deepcopy(optimizer.state_dict())
+        handlers = (
+            GeometricLR(optimizer, self.lr_start, self.lr_end, self.num_iters),
+            self.recorder,
+            DivergenceStop(self.diverge_th, self.smooth_f, self.regain),
+        )
+        for h in handlers:
+            h.attach(engine)
+        try:
+            yield engine
+        finally:
+            for h in handlers:
+                h.detach(engine)
+            model.load_state_dict(saved_model)
+            optimizer.load_state_dict(saved_opt)
+
+
+def create_noise_trainer(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    device: torch.device,
+    chunks: int,
+) -> Engine:
+    """An ``Engine`` whose step is one SGD update on the batch's mean gradient, computed chunk by chunk.
+
+    The batch of ``B`` is split into ``chunks`` chunks of ``B / chunks``; with ``g_c`` the chunk
+    gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step publishes
+    ``engine.state.grad_norms = (mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
+    two batch sizes from which :mod:`ignite_seg.noise_scale` estimates the noise scale. Batches
+    that do not split evenly get plain updates and NaN norms.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(engine: Engine, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
+        model.train()
+        x, y = batch
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        n = int(x.shape[0])
+        k = chunks if n % chunks == 0 and n >= 2 * chunks else 1
+        total = None
+        sq_small = 0.0
+        loss_sum = 0.0
+        for xc, yc in zip(x.chunk(k), y.chunk(k)):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xc), yc)
+            loss.backward()
+            flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+            sq_small += float(flat.dot(flat))
+            total = flat if total is None else total + flat
+            loss_sum += float(loss.detach())
+        assert total is not None
+        mean = total / k
+        if k > 1:
+            offset = 0
+            for p in params:
+                p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
+                offset += p.numel()
+            engine.state.grad_norms = (sq_small / k, float(mean.dot(mean)), n / k, float(n))
+        else:
+            engine.state.grad_norms = None
+        optimizer.step()
+        return loss_sum / k
+
+    return Engine(step)
+
+
+# -- task functions -------------------------------------------------------------------------------
+@dataclass
+class _Prepared:
+    model: torch.nn.Module
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    fit: Any
+    holdout: tuple[torch.Tensor, torch.Tensor]
+    device: torch.device
+
+
+def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared:
+    """Build the recipe (model first, from ``init_seed``), split the training set, touch no val item."""
+    _set_threads(recipe.threads)
+    torch.manual_seed(init_seed)
+    built = build_recipe(recipe.model, recipe.dataset, recipe.loss)
+    device = resolve_device(recipe.device, device_index)
+    train = as_tensor_data(built.train_set) or built.train_set
+    held = np.asarray(recipe.holdout, dtype=np.int64)
+    rest = np.setdiff1d(np.arange(len(train)), held)
+    holdout = gather(train, held)
+    if isinstance(train, TensorData):
+        idx = torch.as_tensor(rest)
+        fit: Any = TensorData(train.x[idx], train.y[idx])
+    else:
+        fit = Subset(train, rest.tolist())
+    return _Prepared(built.model.to(device), built.loss_fn, fit, holdout, device)
+
+
+def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
+    hp = FixedHyperparameters(
+        lr_start=lr, lr_end=lr, batch_size=1, cycle_size_epochs=1, epochs=1,
+        optimizer=recipe.optimizer, momentum=recipe.momentum, weight_decay=recipe.weight_decay,  # type: ignore[arg-type]
+    )
+    return make_optimizer(model, hp)
+
+
+def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
+    """One LR range-test repeat: geometric LR, per-iteration records, stop at divergence."""
+    t0 = time.perf_counter()
+    result = LRSweepResult(task.key, "failed")
+    try:
+        prep = _prepare(task.recipe, task.init_seed, task.device_index)
+        result.prepare_seconds = time.perf_counter() - t0
+        optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
+        engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks)
+        recorder = SweepRecorder(prep.model, prep.loss_fn, prep.holdout, task.recipe.accuracy_style, prep.device)
+        test = LRRangeTest(task.lr_start, task.lr_end, task.iterations, task.diverge_th, task.smooth_f, recorder,
+                           task.diverge_regain)
+        batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.data_seed))
+        with test.attach(engine, prep.model, optimizer):
+            state = engine.run(batches, max_iters=task.iterations)
+        result.arrays = recorder.arrays()
+        result.status = "diverged" if state.diverged_at is not None else "completed"
+        result.examples = _examples(batches, state.iteration)
+    except Exception:
+        result.error = traceback.format_exc()
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
+    """A short run at ``task.batch_size``: one triangular LR cycle, scored on the held-out slice."""
+    t0 = time.perf_counter()
+    result = BatchRunResult(task.key, "failed")
+    try:
+        prep = _prepare(task.recipe, task.seed, task.device_index)
+        batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.seed))
+        iterations = max(2, int(round(task.epochs * len(batches))))
+        optimizer = _make_optimizer(task.recipe, prep.model, task.lr_min)
+        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device)
+        scheduler = LinearCyclicalScheduler(
+            optimizer, "lr", start_value=task.lr_min, end_value=task.lr_max, cycle_size=iterations
+        )
+        engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
+        DivergenceGuard().attach(engine)
+        state = engine.run(batches, max_iters=iterations)
+        result.iterations = int(state.iteration)
+        result.examples = _examples(batches, state.iteration)
+        if state.diverged_at is not None:
+            result.status, result.perf, result.loss = "diverged", 0.0, math.inf
+        else:
+            result.loss, result.perf = evaluate(
+                prep.model, prep.loss_fn, [prep.holdout], task.recipe.accuracy_style, prep.device
+            )
+            finite = math.isfinite(result.loss) and math.isfinite(result.perf)
+            result.status = "completed" if finite else "diverged"
+            if not finite:
+                result.perf, result.loss = 0.0, math.inf
+    except Exception:
+        result.error = traceback.format_exc()
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _examples(batches: Batches, iterations: int) -> int:
+    """Training examples processed in ``iterations`` iterations (the last batch may be short)."""
+    n = len(batches.dataset)  # type: ignore[arg-type]
+    per_epoch = len(batches)
+    full, part = divmod(int(iterations), per_epoch)
+    return full * n + min(part * batches.batch_size, n)

@@ -1,0 +1,57 @@
+"""Batch-size candidates, successive halving, ranking and the schedule decision."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ignite_seg.batch_search import batch_candidates, batch_grid, centre_batch, halving_survivors, rank_scores, scale_lr
+from ignite_seg.schedule import choose_schedule
+
+
+def test_grid_and_centre():
+    assert batch_grid(8, 512) == [8, 16, 32, 64, 128, 256, 512]
+    assert batch_grid(10, 100, 3.0) == [10, 30, 90]
+    assert centre_batch(45.0, 8, 512) == 32 and centre_batch(46.0, 8, 512) == 64  # sqrt(32*64) ≈ 45.25
+    assert centre_batch(1e6, 8, 512) == 512 and centre_batch(0.1, 8, 512) == 8
+    assert centre_batch(float("nan"), 8, 512, fallback=100) == 128
+    assert centre_batch(float("nan"), 8, 512) == 64
+
+
+def test_candidates_centred_and_clipped():
+    assert batch_candidates(64.0, 8, 512, 4) == [32, 64, 128, 256]
+    assert batch_candidates(64.0, 8, 512, 5) == [16, 32, 64, 128, 256]
+    assert batch_candidates(9.0, 8, 512, 3) == [8, 16, 32]
+    assert batch_candidates(5000.0, 8, 512, 3) == [128, 256, 512]
+    assert batch_candidates(64.0, 8, 32, 10) == [8, 16, 32]
+    assert batch_candidates(64.0, 8, 512, 0) == []
+
+
+def test_ranking_by_perf_then_loss_and_halving():
+    perfs = np.array([[0.9, 0.95, 0.95, np.nan], [0.92, 0.95, 0.95, np.nan]])
+    losses = np.array([[0.3, 0.20, 0.10, np.nan], [0.3, 0.20, 0.12, np.nan]])
+    assert rank_scores(perfs, losses, "perf").tolist() == [2, 1, 0, 3]  # perf ties: lower loss first
+    ranked = rank_scores(perfs, losses, "loss")
+    assert ranked.tolist() == [2, 1, 0, 3]
+    # by loss, a lower loss beats a higher perf; an infinite (diverged) loss ranks just before pruned
+    assert rank_scores(np.array([[0.9, 0.8, 0.0, np.nan]]), np.array([[0.3, 0.2, np.inf, np.nan]]), "loss").tolist() \
+        == [1, 0, 2, 3]
+    assert halving_survivors(ranked, 4, 2).tolist() == [2, 1]
+    assert halving_survivors(ranked[:3], 3, 2).tolist() == [2, 1]
+    assert halving_survivors(ranked[:1], 1, 3).tolist() == [2]
+    with pytest.raises(ValueError):
+        halving_survivors(ranked, 4, 1)
+
+
+def test_linear_lr_scaling():
+    assert scale_lr(0.1, 128, 32) == pytest.approx(0.4)
+    assert scale_lr(0.1, 8, 32) == pytest.approx(0.025)
+
+
+def test_schedule_from_dataset_size():
+    assert choose_schedule(1437, train_examples=30_000, min_epochs=5, max_epochs=100, cycles=1) == (21.0, 21)
+    assert choose_schedule(100_000, train_examples=30_000, min_epochs=5, max_epochs=100, cycles=1) == (5.0, 5)
+    assert choose_schedule(10, train_examples=30_000, min_epochs=5, max_epochs=100, cycles=1) == (100.0, 100)
+    cyc, ep = choose_schedule(1437, train_examples=30_000, min_epochs=5, max_epochs=100, cycles=4)
+    assert ep == 24 and math.isclose(cyc * 4, ep)

@@ -1,0 +1,198 @@
+"""The LR range choice on synthetic curves whose right answer is known."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ignite_seg import TuningError
+from ignite_seg.lr_range import (
+    DivergenceMonitor,
+    choose_lr_range,
+    divergence_index,
+    geometric_lrs,
+    log_lr_derivative,
+    mean_curve,
+    smooth_curves,
+)
+
+#: For a logistic drop ``1/(1+exp(-(x-x0)/w))`` the slope is half its peak at ``|x-x0| = 2w·acosh(√2)``.
+HALF_WIDTH = 2 * math.acosh(math.sqrt(2))
+
+
+def logistic_curve(lrs: np.ndarray, x0: float, w: float, depth: float = 1.8, top: float = 2.0) -> np.ndarray:
+    x = np.log10(lrs)
+    return top - depth / (1 + np.exp(-(x - x0) / w))
+
+
+def with_divergence(lrs: np.ndarray, loss: np.ndarray, x_div: float) -> np.ndarray:
+    """The loss explodes past ``lr = 10**x_div`` (a fast exponential rise, then NaN as a sweep stops)."""
+    x = np.log10(lrs)
+    out = loss + np.where(x > x_div, np.expm1(8 * (x - x_div)), 0.0)
+    out[x > x_div + 0.6] = np.nan
+    return out
+
+
+def test_geometric_lrs_endpoints_and_ratio():
+    lrs = geometric_lrs(1e-4, 10.0, 6)
+    assert lrs[0] == pytest.approx(1e-4) and lrs[-1] == pytest.approx(10.0)
+    np.testing.assert_allclose(lrs[1:] / lrs[:-1], 10.0)
+    with pytest.raises(ValueError):
+        geometric_lrs(1.0, 0.1, 5)
+
+
+def test_clean_curve_range_is_the_known_half_slope_interval():
+    lrs = geometric_lrs(1e-4, 10.0, 400)
+    x0, w = -1.0, 0.25
+    loss = with_divergence(lrs, logistic_curve(lrs, x0, w), x_div=0.4)
+    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, steep_frac=0.5)
+    assert math.log10(c.steepest_lr) == pytest.approx(x0, abs=0.03)
+    assert math.log10(c.lr_min) == pytest.approx(x0 - HALF_WIDTH * w, abs=0.05)
+    assert math.log10(c.lr_max) == pytest.approx(x0 + HALF_WIDTH * w, abs=0.05)
+    assert not c.hit_end
+    assert np.isfinite(c.diverged_lr[0]) and c.diverged_lr[0] > 10**0.4
+
+
+def test_steep_frac_narrows_the_interval_as_expected():
+    lrs = geometric_lrs(1e-4, 10.0, 400)
+    loss = logistic_curve(lrs, -2.0, 0.2)
+    wide = choose_lr_range(lrs, loss[None, :], window=3, steep_frac=0.25)
+    narrow = choose_lr_range(lrs, loss[None, :], window=3, steep_frac=0.75)
+    # half-width at fraction f of the peak slope of a logistic: 2w·acosh(1/sqrt(f))
+    for c, f in ((wide, 0.25), (narrow, 0.75)):
+        hw = 2 * 0.2 * math.acosh(1 / math.sqrt(f))
+        assert math.log10(c.lr_max) - math.log10(c.lr_min) == pytest.approx(2 * hw, abs=0.06)
+
+
+def test_noisy_repeats_average_to_the_known_range():
+    rng = np.random.default_rng(0)
+    lrs = geometric_lrs(1e-4, 10.0, 500)
+    clean = with_divergence(lrs, logistic_curve(lrs, -0.5, 0.3), x_div=0.6)
+    noisy = clean[None, :] + rng.normal(0, 0.08, size=(4, lrs.size))
+    c = choose_lr_range(lrs, noisy, window=31, diverge_th=2.0)
+    assert math.log10(c.lr_min) == pytest.approx(-0.5 - HALF_WIDTH * 0.3, abs=0.15)
+    assert math.log10(c.lr_max) == pytest.approx(-0.5 + HALF_WIDTH * 0.3, abs=0.15)
+    assert c.smoothed.shape == (4, 500)
+    # one noisy dip must not win over the sustained improvement: add a narrow spike down early
+    dipped = noisy.copy()
+    dipped[:, 40:44] -= 0.6
+    c2 = choose_lr_range(lrs, dipped, window=31, diverge_th=2.0)
+    assert math.log10(c2.steepest_lr) == pytest.approx(-0.5, abs=0.2)
+
+
+def test_window_ignores_the_young_model_drop_far_below_divergence():
+    # two drops: a big early one at lr 1e-4 (the young model) and the real one at 0.03, divergence at 0.3
+    lrs = geometric_lrs(1e-5, 10.0, 600)
+    loss = logistic_curve(lrs, -4.0, 0.1, depth=0.5, top=2.0) + logistic_curve(lrs, -1.5, 0.15, depth=0.4, top=0.0)
+    loss = with_divergence(lrs, loss, x_div=-0.5)
+    whole = choose_lr_range(lrs, loss[None, :], window=5)
+    assert math.log10(whole.steepest_lr) == pytest.approx(-4.0, abs=0.05)
+    windowed = choose_lr_range(lrs, loss[None, :], window=5, window_decades=1.5)
+    assert math.log10(windowed.steepest_lr) == pytest.approx(-1.5, abs=0.05)
+    assert math.log10(windowed.lr_min) == pytest.approx(-1.5 - HALF_WIDTH * 0.15, abs=0.05)
+    assert math.log10(windowed.lr_max) == pytest.approx(-1.5 + HALF_WIDTH * 0.15, abs=0.05)
+
+
+def test_a_narrow_interval_is_widened_downwards():
+    lrs = geometric_lrs(1e-4, 10.0, 400)
+    loss = logistic_curve(lrs, -1.0, 0.03)  # a very sharp drop: half-slope width 0.1 decades
+    narrow = choose_lr_range(lrs, loss[None, :], window=3)
+    wide = choose_lr_range(lrs, loss[None, :], window=3, min_span_decades=0.5)
+    assert math.log10(narrow.lr_max / narrow.lr_min) < 0.2
+    assert wide.lr_max == narrow.lr_max and math.log10(wide.lr_max / wide.lr_min) == pytest.approx(0.5)
+
+
+def test_non_diverging_curve_gives_a_range_below_lr_end():
+    lrs = geometric_lrs(1e-4, 1.0, 300)
+    loss = logistic_curve(lrs, -2.0, 0.3)  # improves, then plateaus: never diverges
+    c = choose_lr_range(lrs, loss[None, :], window=5)
+    assert np.isnan(c.diverged_lr[0]) and c.n_valid == 300
+    assert 1e-4 <= c.lr_min < 10**-2 < c.lr_max <= 1.0
+
+
+def test_improvement_until_the_end_reports_hit_end():
+    lrs = geometric_lrs(1e-4, 1.0, 200)
+    loss = 2.0 - np.log10(lrs / 1e-4) ** 2 / 16 * 1.5  # accelerating improvement, steepest at lr_end
+    c = choose_lr_range(lrs, loss[None, :], window=3)
+    assert c.hit_end and c.lr_max == pytest.approx(1.0, rel=1e-6)
+
+
+def test_nan_from_the_start_raises_tuning_error_naming_the_fix():
+    lrs = geometric_lrs(1e-4, 10.0, 100)
+    with pytest.raises(TuningError, match="not finite even at the sweep's first"):
+        choose_lr_range(lrs, np.full((2, 100), np.nan), window=5)
+
+
+def test_immediate_divergence_raises_and_says_lower_lr_start():
+    lrs = geometric_lrs(1e-4, 10.0, 100)
+    loss = np.full(100, np.nan)
+    loss[:3] = [1.0, 5.0, 50.0]
+    with pytest.raises(TuningError, match="lower lr_start"):
+        choose_lr_range(lrs, loss[None, :], window=1)
+
+
+def test_flat_curve_raises_tuning_error():
+    lrs = geometric_lrs(1e-4, 10.0, 200)
+    rng = np.random.default_rng(1)
+    flat = 1.0 + rng.normal(0, 0.002, size=(2, 200))
+    with pytest.raises(TuningError, match="did not improve"):
+        choose_lr_range(lrs, flat, window=9)
+
+
+def test_divergence_index_and_monitor_agree_on_a_clean_rise():
+    y = np.array([3.0, 2.0, 1.0, 1.5, 1.9, 2.1, 5.0])
+    assert divergence_index(y, 2.0) == 5
+    assert divergence_index(np.array([3.0, 2.0, 1.0]), 2.0) is None
+    assert divergence_index(np.array([1.0, np.nan, 0.5]), 2.0) == 1
+    m = DivergenceMonitor(2.0, smooth_f=1.0)
+    assert [m.update(v) for v in y].index(True) == 5
+    assert DivergenceMonitor(2.0, 0.5).update(float("nan"))
+
+
+def test_regain_rule_catches_a_saturating_loss_that_never_doubles():
+    # cross-entropy of 10 classes: 2.3 at start, best 1.5, back to 2.3 when the net dies (< 2 x 1.5)
+    y = np.array([2.3, 2.1, 1.8, 1.5, 1.6, 1.8, 2.0, 2.3, 2.3])
+    assert divergence_index(y, 2.0) is None
+    assert divergence_index(y, 2.0, regain=0.5) == 6  # 2.0 - 1.5 > 0.5 * (2.3 - 1.5)
+    # no improvement yet (a flat start): the regain rule stays quiet, only noise
+    assert divergence_index(np.array([2.3, 2.29, 2.31, 2.3]), 2.0, regain=0.5) is None
+    m = DivergenceMonitor(2.0, smooth_f=1.0, regain=0.5)
+    assert [m.update(v) for v in y].index(True) == 6
+    # a noisy MSE that improved a little and wobbles back up by less than 0.8 of the gain goes on
+    assert divergence_index(np.array([1.0, 0.8, 0.67, 0.85, 0.7]), 2.0, regain=0.8) is None
+    assert divergence_index(np.array([1.0, 0.8, 0.67, 0.95, 0.7]), 2.0, regain=0.8) == 3
+    # end to end: the sweep is cut there, and the range lies below the cut
+    lrs = geometric_lrs(1e-3, 10.0, 300)
+    x = np.log10(lrs)
+    loss = logistic_curve(lrs, -1.0, 0.2, depth=0.8, top=2.3) + np.where(x > 0, np.minimum(4 * x, 0.8), 0)
+    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, regain=0.5)
+    assert 10**0 < c.diverged_lr[0] < 10**0.3 and c.lr_max < 1.0
+
+
+def test_a_lucky_first_batch_is_not_a_divergence():
+    # per-batch losses are noisy: a low first batch must not set the minimum that the rest "exceed"
+    y = np.array([0.3, 1.0, 1.1, 0.9, 1.0, 0.95, 0.9, 0.85])
+    assert divergence_index(y, 2.0) == 1
+    assert divergence_index(y, 2.0, warmup=2) is None
+    assert divergence_index(np.array([1.0, np.nan, 1.0]), 2.0, warmup=2) == 1  # NaN counts in the warm-up
+    m = DivergenceMonitor(2.0, smooth_f=0.5)  # warm-up: the first ceil(1/0.5) - 1 = 1 loss
+    assert [m.update(v) for v in (0.3, 1.0, 1.0)] == [False, False, False]
+
+
+def test_monitor_ema_lags_a_single_spike():
+    m = DivergenceMonitor(2.0, smooth_f=0.1)
+    assert not any(m.update(v) for v in [1.0] * 20 + [2.5] + [1.0] * 5)  # one spike: no stop
+    assert any(m.update(3.0) for _ in range(30))  # a sustained rise: stop
+
+
+def test_smoothing_keeps_nan_tail_and_derivative_is_exact_on_a_line():
+    curves = np.array([[1.0, 2.0, 3.0, np.nan], [1.0, 1.0, 1.0, 1.0]])
+    s = smooth_curves(curves, 3)
+    assert np.isnan(s[0, 3]) and s[1].tolist() == [1.0, 1.0, 1.0, 1.0]
+    lrs = geometric_lrs(1e-3, 1.0, 4)
+    d = log_lr_derivative(np.array([0.0, -1.0, -2.0, np.nan]), lrs)
+    np.testing.assert_allclose(d[:3], -1.0)
+    assert np.isnan(d[3])
+    m = mean_curve(np.array([[1.0, 3.0, np.nan], [3.0, np.nan, np.nan]]))
+    assert m[0] == 2.0 and m[1] == 3.0 and np.isnan(m[2])

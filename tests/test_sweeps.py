@@ -1,0 +1,110 @@
+"""The tuner's ignite handlers and engines, in this process (the workers run the same code)."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from ignite.engine import Events
+from tasks import blobs, mlp
+
+from ignite_seg.data import Batches, TensorData
+from ignite_seg.loaders import normalize_spec
+from ignite_seg.sweeps import (
+    BatchRunTask,
+    GeometricLR,
+    LRRangeTest,
+    LRSweepTask,
+    RecipeSpec,
+    SweepRecorder,
+    create_noise_trainer,
+    run_batch_trial,
+    run_lr_sweep,
+)
+
+
+def data():
+    train, _ = blobs()
+    x, y = train.tensors
+    return TensorData(x, y)
+
+
+def test_noise_trainer_update_is_the_full_batch_update_and_norms_are_exact():
+    torch.manual_seed(0)
+    model = mlp()
+    twin = copy.deepcopy(model)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    d = data()
+    x, y = d.x[:32], d.y[:32]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=4)
+    engine.run([(x, y)], max_epochs=1)
+    # the twin takes one plain SGD step on the whole batch
+    twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    twin_opt.zero_grad()
+    loss_fn(twin(x), y).backward()
+    full_grad = torch.cat([p.grad.reshape(-1) for p in twin.parameters()])
+    twin_opt.step()
+    for a, b in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    sq_small, sq_big, b_small, b_big = engine.state.grad_norms
+    assert (b_small, b_big) == (8, 32)
+    assert sq_big == pytest.approx(float(full_grad @ full_grad), rel=1e-5)
+    assert sq_small >= sq_big  # mean of squares >= square of the mean (Jensen)
+
+
+def test_range_test_records_geometric_lrs_and_restores_model_and_optimizer():
+    torch.manual_seed(1)
+    model = mlp()
+    before = copy.deepcopy(model.state_dict())
+    loss_fn = torch.nn.CrossEntropyLoss()
+    d = data()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    opt_before = copy.deepcopy(opt.state_dict())
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=2)
+    rec = SweepRecorder(model, loss_fn, (d.x[:16], d.y[:16]), "classification", torch.device("cpu"))
+    test = LRRangeTest(1e-3, 1.0, 40, diverge_th=50.0, smooth_f=0.1, recorder=rec)
+    with test.attach(engine, model, opt) as e:
+        e.run(Batches(d, 16, torch.Generator().manual_seed(0)), max_iters=40)
+        test.recorder.attach(e)  # attach twice: still one handler
+        assert sum(1 for h in e._event_handlers[Events.ITERATION_COMPLETED] if h[0] == rec.record) == 1
+    arrays = rec.arrays()
+    np.testing.assert_allclose(arrays["lrs"], np.geomspace(1e-3, 1.0, 40), rtol=1e-9)
+    assert arrays["losses"].shape == (40,) and np.isfinite(arrays["perfs"]).all()
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, before[k])
+    assert opt.state_dict()["state"] == opt_before["state"] == {}
+    assert not engine.has_event_handler(rec.record, Events.ITERATION_COMPLETED)
+    assert GeometricLR(opt, 1e-3, 1.0, 40).lr_at(1000) == pytest.approx(1.0)
+
+
+def recipe(holdout=tuple(range(0, 96, 8))):
+    return RecipeSpec(
+        model=normalize_spec(("tasks", "mlp", (), {}), "m"), dataset=normalize_spec(("tasks", "blobs", (), {}), "d"),
+        loss=normalize_spec(("torch.nn", "CrossEntropyLoss", (), {}), "l"), accuracy_style="classification",
+        holdout=holdout, device="cpu",
+    )
+
+
+def test_lr_sweep_task_diverges_and_stops_and_is_deterministic():
+    task = LRSweepTask(key=0, recipe=recipe(), init_seed=3, data_seed=4, batch_size=16, lr_start=1e-3, lr_end=1e3,
+                       iterations=120, diverge_th=2.0, diverge_regain=0.5, smooth_f=0.1, noise_chunks=4)
+    a, b = run_lr_sweep(task), run_lr_sweep(task)
+    assert a.error is None and a.status == "diverged"
+    n = a.arrays["losses"].size
+    assert 10 < n < 120  # stopped early, at an LR well above where training works
+    np.testing.assert_array_equal(a.arrays["losses"], b.arrays["losses"])
+    # it trained on the 84 items left after holding out 12 (6 batches an epoch, the last of 4)
+    full, part = divmod(n, 6)
+    assert a.examples == full * 84 + min(part * 16, 84)
+
+
+def test_batch_trial_scores_on_the_holdout_and_reports_divergence():
+    ok = run_batch_trial(BatchRunTask(key=0, recipe=recipe(), seed=0, batch_size=16, lr_min=0.05, lr_max=0.5,
+                                      epochs=4.0))
+    assert ok.status == "completed" and ok.perf > 0.8 and ok.iterations == 4 * 6  # 84 items / 16 = 6 per epoch
+    assert ok.perf * 12 == pytest.approx(round(ok.perf * 12))  # a fraction of the 12 held-out items
+    bad = run_batch_trial(BatchRunTask(key=1, recipe=recipe(), seed=0, batch_size=16, lr_min=1e6, lr_max=1e7,
+                                       epochs=2.0))
+    assert bad.status == "diverged" and bad.perf == 0.0

@@ -1,0 +1,215 @@
+"""The tuner end to end: real worker processes, real ignite engines, the files it writes."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ignite_seg
+from ignite_seg import ConfigError, HyperparameterSettings, TuningError, get_preset
+from ignite_seg.batch_search import centre_batch
+from ignite_seg.execution import TaskRunner
+from ignite_seg.folder import RunFolder
+from ignite_seg.loaders import normalize_spec
+from ignite_seg.tuner import tune
+
+MLP = ("tasks", "mlp", (), {})
+BLOBS = ("tasks", "blobs", (), {})
+CE = ("torch.nn", "CrossEntropyLoss", (), {})
+
+LR_KEYS = {"lrs", "losses", "perfs", "losses_smoothed", "perfs_smoothed", "loss_deriv", "perf_deriv", "lr_range",
+           "diverged_lr"}
+BS_KEYS = {"bss", "perfs", "perfs_smoothed", "bs_range", "noise_scale", "noise_scale_lrs", "noise_scale_values"}
+SAMPLED_KEYS = {"bss", "scores", "budget_epochs", "chosen", "losses"}
+FINAL_KEYS = {"lr_start", "lr_end", "batch_size", "cycle_size_epochs", "epochs", "optimizer", "momentum",
+              "weight_decay", "grad_clip_norm"}
+
+#: small and quick: a short sweep, three candidates, two repeats, a rescan
+SMALL = dataclasses.replace(
+    get_preset("fast"), lr_sweep_min_iters=120, lr_sweep_len=2.0, initial_batch_size=16, batch_start=8,
+    batch_end=64, batch_pts=3, batch_rn_min_inits=2, batch_sweep_len=2.0, rescan_lr_after_bs=True,
+    max_epochs=8, lr_end=30.0,
+)
+
+
+def strict_json(path: Path):
+    def no_constants(name):
+        raise AssertionError(f"{path.name} holds {name}: not strict JSON")
+
+    return json.loads(path.read_text(), parse_constant=no_constants)
+
+
+def load(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with TaskRunner(2) as r:
+        yield r
+
+
+def specs(dataset=BLOBS, model=MLP):
+    return {"model": normalize_spec(model, "model_loader"), "dataset": normalize_spec(dataset, "dataset_loader"),
+            "loss": normalize_spec(CE, "loss_loader")}
+
+
+def check_lr_file(z, settings, repeats):
+    assert LR_KEYS <= set(z)
+    p = z["lrs"].size
+    assert z["lrs"][0] == pytest.approx(settings.lr_start) and np.all(np.diff(z["lrs"]) > 0)
+    for k in ("losses", "perfs", "losses_smoothed", "perfs_smoothed"):
+        assert z[k].shape == (repeats, p), k
+    assert z["loss_deriv"].shape == z["perf_deriv"].shape == (p,)
+    assert z["diverged_lr"].shape == (repeats,)
+    lo, hi = z["lr_range"]
+    assert settings.lr_start <= lo < hi <= settings.lr_end
+    # the losses were recorded per iteration: finite up to where each repeat stopped, NaN after
+    for r in range(repeats):
+        finite = np.isfinite(z["losses"][r])
+        n = int(finite.sum())
+        assert n > 10 and finite[:n].all() and not finite[n:].any()
+        if math.isfinite(z["diverged_lr"][r]):
+            assert z["diverged_lr"][r] == pytest.approx(z["lrs"][n - 1])
+
+
+def test_train_fastest_writes_every_file_and_trains_with_the_choice(tmp_path):
+    res = ignite_seg.train(MLP, BLOBS, CE, folder=tmp_path / "run", hyperparameters="fastest", analysis="none",
+                           trials=2, cores=2, seed=3, snapshots_per_epoch=1)
+    hp_dir = tmp_path / "run" / "hparams"
+    final = strict_json(hp_dir / "final.json")
+    assert FINAL_KEYS <= set(final)
+    assert ignite_seg.FixedHyperparameters.from_dict(final) == res.hyperparameters
+    misc = strict_json(hp_dir / "misc.json")
+    assert misc["state"] == "complete" and misc["holdout_from"] == "training set"
+    assert {"lr_range", "batch_size", "schedule"} <= set(misc["steps"])
+    s = get_preset("fastest")
+    lr = load(hp_dir / "lr_vs_perf.npz")
+    check_lr_file(lr, s, s.lr_min_inits)
+    bs = load(hp_dir / "bs_vs_perf.npz")
+    assert BS_KEYS <= set(bs) and bs["bss"].shape == (0,) and bs["noise_scale"].shape == ()
+    assert bs["noise_scale_lrs"].shape == bs["noise_scale_values"].shape and bs["noise_scale_lrs"].size > 10
+    sampled = load(hp_dir / "bs_sampled.npz")
+    assert SAMPLED_KEYS <= set(sampled) and sampled["bss"].size == 0 and int(sampled["chosen"]) == final["batch_size"]
+    # fastest: the batch size is the grid point nearest a fraction of the noise scale; LR scaled from the sweep's batch size
+    assert final["batch_size"] == centre_batch(
+        float(bs["noise_scale"]) * s.noise_batch_frac, s.batch_start, s.batch_end, s.batch_step, fallback=s.initial_batch_size)
+    ratio = final["batch_size"] / s.initial_batch_size
+    assert final["lr_start"] == pytest.approx(lr["lr_range"][0] * ratio)
+    assert final["lr_end"] == pytest.approx(lr["lr_range"][1] * ratio)
+    assert len(res.completed) == 2 and min(t.perf_val for t in res.completed) > 0.8
+    run = strict_json(tmp_path / "run" / "run.json")
+    assert run["hyperparameters"]["kind"] == "tuned" and run["hyperparameters"]["batch_pts"] == 0
+
+
+def test_train_custom_settings_search_and_rescan(tmp_path):
+    res = ignite_seg.train(MLP, BLOBS, CE, folder=tmp_path / "run", hyperparameters=SMALL, analysis="none",
+                           trials=1, trials_strict=True, cores=2, seed=5, snapshots_per_epoch=1)
+    hp_dir = tmp_path / "run" / "hparams"
+    final = strict_json(hp_dir / "final.json")
+    sampled = load(hp_dir / "bs_sampled.npz")
+    assert len(sampled["bss"]) == 3 and set(sampled["bss"].tolist()) <= {8, 16, 32, 64}
+    assert sampled["scores"].shape == (2, 3) and sampled["budget_epochs"].shape == (3,)
+    chosen = int(sampled["chosen"])
+    assert chosen == final["batch_size"] == res.hyperparameters.batch_size and chosen in sampled["bss"]
+    # successive halving: 3 candidates at 2 epochs, the best 2 at 4 epochs; the pruned one is NaN
+    assert sorted(sampled["budget_epochs"].tolist()) == [2.0, 4.0, 4.0]
+    pruned = sampled["budget_epochs"] == 2.0
+    assert np.isnan(sampled["scores"][:, pruned]).all() and np.isfinite(sampled["scores"][:, ~pruned]).all()
+    assert sampled["rung_scores"].shape == (2, 2, 3)
+    bs = load(hp_dir / "bs_vs_perf.npz")
+    assert bs["perfs"].shape == (2, 3) and np.isfinite(bs["perfs"]).all() and bs["perfs_smoothed"].shape == (3,)
+    assert bs["bs_range"].tolist() == [int(sampled["bss"].min()), int(sampled["bss"].max())]
+    # the rescan ran at the chosen batch size and its range is the one used, unscaled
+    lr = load(hp_dir / "lr_vs_perf.npz")
+    initial = load(hp_dir / "lr_vs_perf_initial.npz")
+    assert bool(lr["rescan"]) and int(lr["batch_size"]) == chosen and int(initial["batch_size"]) == 16
+    check_lr_file(lr, SMALL, 2)
+    check_lr_file(initial, SMALL, 2)
+    assert [final["lr_start"], final["lr_end"]] == pytest.approx(lr["lr_range"].tolist())
+    misc = strict_json(hp_dir / "misc.json")
+    assert {"lr_range", "lr_rescan", "batch_size", "schedule"} <= set(misc["steps"])
+    assert misc["compute"]["examples"]["batch"] > 0 and misc["compute"]["total_task_seconds"] > 0
+    assert final["epochs"] == SMALL.max_epochs  # 96 items: 30k examples would be 312 epochs, capped
+
+
+def test_validation_set_is_never_read_and_the_holdout_comes_from_training(runner, tmp_path):
+    from tuner_tasks import read_log
+
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    rf = RunFolder(tmp_path / "run")
+    settings = dataclasses.replace(SMALL, rescan_lr_after_bs=False, batch_pts=2, batch_rn_min_inits=1)
+    hp = tune(runner, rf, settings, specs(("tuner_tasks", "logged_blobs", (str(log_dir),), {})),
+              accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, seed=0, device="cpu")
+    assert hp.batch_size in (8, 16, 32, 64)
+    train_reads = read_log(str(log_dir), "train")
+    assert len(train_reads) >= 96 * 3  # every worker task read the training set (so the logging works)
+    assert set(train_reads) == set(range(96))
+    assert read_log(str(log_dir), "val") == []  # ... and never one validation item
+
+
+def test_same_seed_same_choice_other_seed_other_holdout(runner, tmp_path):
+    settings = dataclasses.replace(SMALL, rescan_lr_after_bs=False, batch_pts=2, batch_rn_min_inits=1)
+    kw = dict(accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, device="cpu")
+    a = tune(runner, RunFolder(tmp_path / "a"), settings, specs(), seed=11, **kw)
+    b = tune(runner, RunFolder(tmp_path / "b"), settings, specs(), seed=11, **kw)
+    assert a == b
+    za, zb = load(tmp_path / "a/hparams/lr_vs_perf.npz"), load(tmp_path / "b/hparams/lr_vs_perf.npz")
+    np.testing.assert_array_equal(za["losses"], zb["losses"])
+    np.testing.assert_array_equal(load(tmp_path / "a/hparams/bs_sampled.npz")["scores"],
+                                  load(tmp_path / "b/hparams/bs_sampled.npz")["scores"])
+    c = tune(runner, RunFolder(tmp_path / "c"), settings, specs(), seed=12, **kw)
+    zc = load(tmp_path / "c/hparams/lr_vs_perf.npz")
+    assert not np.array_equal(np.nan_to_num(za["losses"]), np.nan_to_num(zc["losses"]))
+    assert strict_json(tmp_path / "a/hparams/misc.json")["steps"]["lr_range"]["init_seed"] != \
+        strict_json(tmp_path / "c/hparams/misc.json")["steps"]["lr_range"]["init_seed"]
+    assert c.lr_end > 0
+
+
+def test_nan_from_the_start_is_a_clear_tuning_error_and_leaves_no_final(runner, tmp_path):
+    rf = RunFolder(tmp_path / "run")
+    with pytest.raises(TuningError, match="not finite even at the sweep's first"):
+        tune(runner, rf, dataclasses.replace(SMALL, lr_min_inits=1), specs(model=("tuner_tasks", "NaNOut", (), {})),
+             accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, seed=0, device="cpu")
+    assert not (rf.hparams / "final.json").exists()  # so a continuation re-tunes
+    assert strict_json(rf.hparams / "misc.json")["state"] == "running"
+
+
+def test_bad_presets_and_settings_raise_with_the_fix():
+    with pytest.raises(ConfigError, match=r"'fastest', 'slow', 'slowest'"):
+        get_preset("fastets")
+    with pytest.raises(ConfigError, match="not a preset"):
+        ignite_seg.train(MLP, BLOBS, CE, folder="/tmp/never-created-by-ignite-seg", hyperparameters="quick")
+    with pytest.raises(ConfigError, match="lr_end"):
+        HyperparameterSettings(lr_start=1.0, lr_end=0.1)
+    with pytest.raises(ConfigError, match="noise_chunks"):
+        dataclasses.replace(get_preset("fast"), initial_batch_size=2, noise_chunks=4)
+    with pytest.raises(TypeError, match="batch_pts must be an int"):
+        dataclasses.replace(get_preset("fast"), batch_pts=2.5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        get_preset("fast").lr_end = 1.0  # type: ignore[misc]
+    assert not Path("/tmp/never-created-by-ignite-seg").exists()
+
+
+def test_presets_are_ordered_by_effort_and_round_trip():
+    names = ["fastest", "fast", "slow", "slowest"]
+    presets = [get_preset(n) for n in names]
+    assert presets[0].batch_pts == 0 and all(p.batch_pts > 0 for p in presets[1:])
+    effort = [p.lr_min_inits * p.lr_sweep_len + p.batch_pts * p.batch_rn_min_inits * p.batch_sweep_len
+              for p in presets]
+    assert effort == sorted(effort) and len(set(effort)) == 4
+    assert presets[3].rescan_lr_after_bs
+    for p in presets:
+        assert HyperparameterSettings.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+
+
+def test_every_settings_field_is_used_by_the_tuner():
+    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuner.py", "sweeps.py"))
+    for f in dataclasses.fields(HyperparameterSettings):
+        assert f"s.{f.name}" in src or f"settings.{f.name}" in src, f"{f.name} is never read by the tuner"
