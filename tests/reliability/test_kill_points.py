@@ -15,6 +15,8 @@ CONFIGS = {
     "fixed-3-trials": ({"trials": 3}, lambda path: True),
     "fixed-2-trials-images-min": ({"trials": 2, "analysis": "images-min"},
                                   lambda path: "/analysis/" in path or path.endswith("run.json")),
+    "tuned-fastest-2-trials": ({"trials": 2, "hyperparameters": "fastest"},
+                               lambda path: "/hparams/" in path or path.endswith("run.json")),
 }
 
 
@@ -55,5 +57,7 @@ def test_killed_at_every_write_then_continued_equals_uninterrupted(config, tmp_p
     assert len(hit) >= 5
     if config == "fixed-3-trials":
         assert any(before.values()) and not all(before.values())  # kills before and after trials completed
-    else:
+    elif "images" in config:
         assert any(p.startswith("analysis/") for p in hit)
+    else:
+        assert any(p.startswith("hparams/") for p in hit)
