@@ -84,9 +84,30 @@ def prestart() -> None:
     forkserver.ensure_running()
 
 
-def _init_worker(threads: int, started_queue: Any) -> None:
-    """Worker initialiser: one torch thread, and a queue on which each task announces itself."""
+def _watch_driver(pid: int, created: float, period: float = 1.0) -> None:
+    """Exit this worker soon after the driver process is gone (killed, crashed).
+
+    A pool worker blocks on its task queue forever once the driver dies (it holds both ends of
+    the queue's pipe, so no EOF ever arrives): without this, a SIGKILLed run leaks its workers.
+    """
+    import time
+
+    while True:
+        time.sleep(period)
+        try:
+            alive = psutil.Process(pid).create_time() == created
+        except psutil.Error:
+            alive = False
+        if not alive:
+            os._exit(3)
+
+
+def _init_worker(threads: int, started_queue: Any, driver: tuple[int, float] | None = None) -> None:
+    """Worker initialiser: one torch thread, a queue on which each task announces itself, and a
+    watchdog that ends the worker when the driver dies."""
     global _started_queue
+    if driver is not None:
+        threading.Thread(target=_watch_driver, args=driver, name="ignite_seg-watchdog", daemon=True).start()
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     import torch
 
@@ -135,7 +156,8 @@ class TaskRunner:
         self._queue = self._ctx.SimpleQueue()
         self._procs = {}
         pool = ProcessPoolExecutor(
-            max_workers=self.cores, mp_context=self._ctx, initializer=_init_worker, initargs=(1, self._queue)
+            max_workers=self.cores, mp_context=self._ctx, initializer=_init_worker,
+            initargs=(1, self._queue, (os.getpid(), psutil.Process().create_time())),
         )
         for _ in range(self.cores):  # spawn every worker now; they import torch in parallel
             pool.submit(_warm)

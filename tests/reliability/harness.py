@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,16 +15,38 @@ SCRIPT = Path(__file__).with_name("killrun.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_driver(spec: dict, kill_at: int | None = None, timeout: float = 300, trace: bool = False
-               ) -> subprocess.CompletedProcess:
+def run_driver(spec: dict, kill_at: int | None = None, timeout: float = 300, trace: bool = False,
+               marker: str | None = None) -> subprocess.CompletedProcess:
+    """Run killrun.py; ``marker`` goes into the environment of the driver and its workers."""
     env = {k: v for k, v in os.environ.items() if k not in ("IGNITE_SEG_KILL_AT_WRITE", "IGNITE_SEG_TRACE_WRITES")}
+    if marker is not None:
+        env["IGNITE_SEG_TEST_MARKER"] = marker
     if trace:
         env["IGNITE_SEG_TRACE_WRITES"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     if kill_at is not None:
         env["IGNITE_SEG_KILL_AT_WRITE"] = str(kill_at)
-    return subprocess.run([sys.executable, str(SCRIPT), json.dumps(spec)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    # output through files, not pipes: a leaked worker holding a pipe would hang the wait
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(spec)], env=env, stdout=out, stderr=err,
+                              text=True, timeout=timeout)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
+
+
+def processes_with_marker(marker: str) -> list[int]:
+    """Pids of the live processes whose environment holds ``marker`` (the driver's workers)."""
+    import psutil
+
+    pids = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("IGNITE_SEG_TEST_MARKER") == marker and p.status() != psutil.STATUS_ZOMBIE:
+                pids.append(p.pid)
+        except psutil.Error:
+            continue
+    return pids
 
 
 def writes_of(proc: subprocess.CompletedProcess) -> list[str]:
