@@ -5,11 +5,11 @@ controls the tuner; the named presets live in :data:`PRESETS`.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
 from .exceptions import ConfigError, ConfigTypeError
+from .records import JsonRecord
 
 __all__ = [
     "FixedHyperparameters",
@@ -23,7 +23,7 @@ OptimizerName = Literal["sgd", "adamw"]
 
 
 @dataclass(frozen=True)
-class FixedHyperparameters:
+class FixedHyperparameters(JsonRecord):
     """A complete training recipe, used as is (no tuning).
 
     Trials train with a triangular cyclical learning rate that goes from ``lr_start`` to
@@ -94,17 +94,10 @@ class FixedHyperparameters:
                 f"FixedHyperparameters.grad_clip_norm must be None or > 0, got {self.grad_clip_norm!r}."
             )
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FixedHyperparameters:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 @dataclass(frozen=True)
-class HyperparameterSettings:
+class HyperparameterSettings(JsonRecord):
     """Settings of the tuner; every constant of the LR range test, the batch-size search and the
     schedule decision is a field. Customise a preset with ``dataclasses.replace``.
 
@@ -234,13 +227,6 @@ class HyperparameterSettings:
         _check_number(self, "momentum", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.9")
         _check_number(self, "weight_decay", lambda v: v >= 0, "a value >= 0 such as 1e-4")
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HyperparameterSettings:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 def _check_number(s: HyperparameterSettings, name: str, ok: Callable[[float], bool], fix: str) -> None:

@@ -1,11 +1,11 @@
 """Analysis presets: each a strict superset of the previous one."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from ..exceptions import ConfigError, ConfigTypeError
+from ..records import JsonRecord
 
 __all__ = ["AnalysisSettings", "ANALYSIS_PRESETS", "ALIASES", "LEVELS", "resolve_analysis"]
 
@@ -40,7 +40,7 @@ ALIASES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class AnalysisSettings:
+class AnalysisSettings(JsonRecord):
     """What the analysis produces. ``level`` orders presets (see :data:`LEVELS`).
 
     Example:
@@ -63,13 +63,6 @@ class AnalysisSettings:
     animation_height: int = 540
     hidden_pca: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AnalysisSettings:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
     @property
     def collects_hidden(self) -> bool:
