@@ -1,9 +1,10 @@
 """Running tasks (LR sweeps, batch-size candidates, trials) on a ``concurrent.futures.Executor``.
 
 The default executor is one ``ProcessPoolExecutor`` of ``cores`` workers with one torch thread
-each, created once per ``train()`` and reused by every stage. Workers are forked from a fork server
-that imported torch and ignite once (see :func:`start_method`; spawn where there is no fork server). Any other ``Executor`` (``distributed.Client(...).get_executor()`` for Dask) is used
-as given.
+each, created once per ``train()`` and reused by every stage. Workers are forked from a fork
+server that imported torch and ignite once (see :func:`start_method`; spawn where there is no
+fork server). Any other ``Executor`` (``distributed.Client(...).get_executor()`` for Dask) is
+used as given.
 
 A worker that dies in the middle of a task (killed, out of memory, segfault) breaks a process
 pool: :class:`TaskRunner` rebuilds the pool, retries the task that was running in the dead worker

@@ -149,6 +149,17 @@ def test_diverging_trial_is_recorded_with_its_iteration(run_kwargs):
     assert result["diverged_iteration"] == 6
 
 
+def test_spawned_workers_where_there_is_no_fork_server(run_kwargs, monkeypatch):
+    from ignite_seg import execution
+
+    monkeypatch.setenv("IGNITE_SEG_START_METHOD", "spawn")
+    assert execution.start_method() == "spawn"
+    res = ignite_seg.train(MLP, BLOBS, CE, **run_kwargs)
+    assert [t.status for t in res.trials] == ["completed", "completed"]
+    monkeypatch.setenv("IGNITE_SEG_START_METHOD", "no-such-method")
+    assert execution.start_method() == "spawn"
+
+
 def test_dask_executor(run_kwargs):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
