@@ -11,6 +11,7 @@ one that is rerun.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import logging
 import os
@@ -38,8 +39,9 @@ RUN_JSON = "run.json"
 def archive_folder(folder: Path, history_folder: Path) -> Path:
     """Move ``folder`` to ``history_folder/<timestamp>`` (suffix ``_k`` on a clash); return it.
 
-    ``shutil.move`` copies across filesystems before removing the source, so the data exists
-    in its new place before the old place is emptied.
+    The destination name is claimed by creating it (two archivers never pick the same one). On
+    one filesystem the move is one atomic rename; across filesystems the folder is copied whole
+    first and the original removed only after the copy is complete.
     """
     history_folder.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
@@ -52,8 +54,14 @@ def archive_folder(folder: Path, history_folder: Path) -> Path:
         except FileExistsError:
             dest = history_folder / f"{stamp}_{k}"
             k += 1
-    dest.rmdir()
-    shutil.move(str(folder), str(dest))
+    try:
+        os.replace(folder, dest)  # replaces the empty claimed folder
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            dest.rmdir()
+            raise
+        shutil.copytree(folder, dest, dirs_exist_ok=True, symlinks=True)
+        shutil.rmtree(folder)
     return dest
 
 

@@ -94,6 +94,29 @@ def test_continuation_adds_trials_and_archiving_never_overwrites(run_kwargs, tmp
     assert len(RunFolder(run_kwargs["folder"]).trial_ids()) == 2
 
 
+def test_archiving_across_filesystems(run_kwargs, tmp_path):
+    import os
+    import tempfile
+
+    from ignite_seg.folder import archive_folder
+
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs a second filesystem (/dev/shm)")
+    src = tmp_path / "current"
+    (src / "trials" / "0").mkdir(parents=True)
+    (src / "trials" / "0" / "result.json").write_text("{}")
+    with tempfile.TemporaryDirectory(dir=shm) as other:
+        dest = archive_folder(src, __import__("pathlib").Path(other) / "history")
+        assert (dest / "trials" / "0" / "result.json").read_text() == "{}"
+        assert not src.exists()
+        again = tmp_path / "current"
+        again.mkdir()
+        (again / "x").write_text("y")
+        second = archive_folder(again, dest.parent)
+        assert second != dest and (second / "x").read_text() == "y"
+
+
 @pytest.mark.parametrize(
     "model, dataset, loss, style",
     [
