@@ -148,7 +148,6 @@ class TaskRunner:
         self._ctx = multiprocessing.get_context(start_method())
         self._queue: Any = None
         self._procs: dict[int, Any] = {}
-        self._lock = threading.Lock()
         self.executor: Executor = executor if executor is not None else self._new_pool()
 
     # -- pool management -------------------------------------------------------------------
