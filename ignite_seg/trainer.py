@@ -317,6 +317,12 @@ class HiddenRecorder:
         return out
 
 
+def _as_tensors_or_itself(dataset: Any) -> TensorData | Any:
+    """The dataset as tensors when it can be materialised, else the dataset itself."""
+    tensors = as_tensor_data(dataset)
+    return dataset if tensors is None else tensors
+
+
 def _subset_indices(rng: np.random.Generator, n: int, m: int) -> torch.Tensor:
     return torch.from_numpy(np.sort(rng.choice(n, size=m, replace=False)))
 
@@ -360,8 +366,8 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     model = recipe.model.to(device)
     outcome.model_init = state_dict_bytes(model)
 
-    train_data: TensorData | Any = as_tensor_data(recipe.train_set) or recipe.train_set
-    val_data: TensorData | Any = as_tensor_data(recipe.val_set) or recipe.val_set
+    train_data: TensorData | Any = _as_tensors_or_itself(recipe.train_set)
+    val_data: TensorData | Any = _as_tensors_or_itself(recipe.val_set)
     m = min(SNAPSHOT_POINTS, len(train_data), len(val_data))
     train_sub = gather(train_data, _subset_indices(rng, len(train_data), m))
     val_sub = gather(val_data, _subset_indices(rng, len(val_data), m))
