@@ -196,3 +196,25 @@ def test_smoothing_keeps_nan_tail_and_derivative_is_exact_on_a_line():
     assert np.isnan(d[3])
     m = mean_curve(np.array([[1.0, 3.0, np.nan], [3.0, np.nan, np.nan]]))
     assert m[0] == 2.0 and m[1] == 3.0 and np.isnan(m[2])
+
+
+def test_monitor_patience_known_answer():
+    # smooth_f=1 (the EMA is the loss itself), explicit patience 2: the rule must hold on 3 updates in a row
+    m = DivergenceMonitor(2.0, smooth_f=1.0, patience=2)
+    assert [m.update(v) for v in (1.0, 0.5, 1.2, 0.6, 1.1, 1.3, 1.4)] == [False] * 6 + [True]
+    # default patience: ceil(1 / smooth_f) - 1 updates, the EMA's memory
+    assert DivergenceMonitor(2.0, smooth_f=0.1).patience == 9
+    assert DivergenceMonitor(2.0, smooth_f=1.0).patience == 0
+    with pytest.raises(ValueError):
+        DivergenceMonitor(2.0, smooth_f=0.5, patience=-1)
+
+
+def test_one_heavy_batch_after_a_noisy_improvement_does_not_stop_the_sweep():
+    # the regression sweep's failure: a noisy start makes the first EMA high (a fake 35% improvement),
+    # then one heavy-tailed MSE batch lifts the EMA past "gives back 0.8 of the gain" for two updates
+    losses = [0.9] * 10 + [0.55] * 20 + [3.5] + [0.6] * 20
+    eager = DivergenceMonitor(2.0, smooth_f=0.1, regain=0.8, patience=0)
+    assert [eager.update(v) for v in losses].index(True) == 30  # the spike itself
+    m = DivergenceMonitor(2.0, smooth_f=0.1, regain=0.8)
+    assert not any(m.update(v) for v in losses)
+    assert any(m.update(v) for v in [1.5] * 30)  # a sustained give-back still stops
