@@ -247,7 +247,8 @@ def choose_lr_range(
         steep_frac: the interval is where the slope is at least this fraction of the steepest.
         min_improvement: smallest relative loss improvement that counts as learning.
         window_decades: look for the interval only this many decades below the last usable LR
-            (the divergence, or the sweep's end). Far below it, a sweep's loss falls because the
+            (the divergence, or the sweep's end); when the loss does not fall there at all, this
+            many decades below the loss minimum. Far below it, a sweep's loss falls because the
             model is young, not because the LR is good (the range test's known confound: the
             first phase of training always looks steep). ``None``: the whole sweep.
         min_span_decades: an interval narrower than this is widened downwards (``lr_max`` kept),
@@ -299,6 +300,10 @@ def choose_lr_range(
     if window_decades is not None:
         x_all = np.log10(lrs[:n_valid])
         outside = x_all < x_all[-1] - window_decades
+        if not ((~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0):
+            # no improvement in that window: the loss rose slowly past its minimum without tripping
+            # the divergence rules; the window ends at the loss minimum instead
+            outside = x_all < x_all[int(np.argmin(valid))] - window_decades
         if (~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0:
             d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval
         # (no improvement at all inside the window: fall back to the whole sweep)

@@ -218,3 +218,19 @@ def test_one_heavy_batch_after_a_noisy_improvement_does_not_stop_the_sweep():
     m = DivergenceMonitor(2.0, smooth_f=0.1, regain=0.8)
     assert not any(m.update(v) for v in losses)
     assert any(m.update(v) for v in [1.5] * 30)  # a sustained give-back still stops
+
+
+def test_a_slow_rise_past_the_minimum_anchors_the_window_at_the_minimum():
+    # a steep start-up transient at 1e-4, learning around 1e-2, then a slow rise past 10**-1.5 that
+    # never doubles nor gives back 0.8 of the gain: below the sweep's end (1 decade) the loss only rises
+    lrs = geometric_lrs(1e-4, 1.0, 400)
+    x = np.log10(lrs)
+    loss = (logistic_curve(lrs, -2.0, 0.15, depth=0.5, top=1.0) + 0.3 * np.exp(-(x + 4) / 0.1)
+            + np.where(x > -1.5, 0.1 * (x + 1.5), 0.0))
+    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3,
+                        window_decades=1.0, min_span_decades=0.5)
+    assert c.n_valid == lrs.size  # no divergence was found
+    assert 10**-2.2 < c.steepest_lr < 10**-1.8  # the learning, not the start-up transient
+    assert 10**-2 < c.lr_max <= 10**-1.45 and c.lr_min > 10**-3
+    # without the window the start-up transient is the steepest stretch (the confound the window avoids)
+    assert choose_lr_range(lrs, loss[None, :], window=5, regain=0.8, steep_frac=0.3).steepest_lr < 2e-4
