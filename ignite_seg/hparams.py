@@ -124,7 +124,8 @@ class HyperparameterSettings(JsonRecord):
        ranking is by held-out ``batch_score``: the loss (default: continuous, so less noisy on a
        small slice than an accuracy) or the perf, the other breaking ties.
        ``batch_pts=0`` takes the grid point nearest that centre without runs.
-    3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``).
+    3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``);
+       when that is ``initial_batch_size`` the rescan's repeats are pooled with the first sweep's.
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
 

@@ -98,9 +98,16 @@ class DivergenceMonitor:
     """Online divergence test for a running sweep, on an EMA of the loss (see :func:`divergence_index`).
 
     ``update(loss)`` returns ``True`` once the EMA (weight ``smooth_f`` on the newest loss,
-    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen, gives back more than
-    ``regain`` of its improvement, or the loss is not finite. The first ``ceil(1 / smooth_f)``
-    losses only warm the EMA up (a non-finite one still stops at once).
+    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen, or gives back more than
+    ``regain`` of its improvement, on ``patience + 1`` consecutive updates (default patience:
+    ``ceil(1 / smooth_f) - 1``, the EMA's memory), or the loss is not finite (at once). The first
+    ``ceil(1 / smooth_f)`` losses only warm the EMA up.
+
+    The patience is what separates a divergence from one heavy-tailed batch: a single large loss
+    lifts the EMA by ``smooth_f`` times its excess and decays within the EMA's memory, while a
+    diverging loss keeps the EMA up. Without it, one bad batch early in a sweep (where the
+    "improvement" is itself mostly noise) ended the repeat, and a range test with two repeats
+    then chose its range from the first fraction of a decade.
 
     Example:
         >>> m = DivergenceMonitor(diverge_th=2.0, smooth_f=1.0)
@@ -109,7 +116,7 @@ class DivergenceMonitor:
     """
 
     def __init__(self, diverge_th: float, smooth_f: float, regain: float | None = None,
-                 min_improvement: float = REGAIN_MIN_IMPROVEMENT) -> None:
+                 min_improvement: float = REGAIN_MIN_IMPROVEMENT, patience: int | None = None) -> None:
         if not diverge_th > 1:
             raise ValueError(f"diverge_th must be > 1, got {diverge_th!r}")
         if not 0 < smooth_f <= 1:
@@ -119,6 +126,10 @@ class DivergenceMonitor:
         self._weight = 0.0
         self._seen = 0
         self.warmup = math.ceil(1 / smooth_f) - 1
+        self.patience = self.warmup if patience is None else int(patience)
+        if self.patience < 0:
+            raise ValueError(f"patience must be >= 0, got {patience!r}")
+        self._over = 0  # consecutive updates on which a divergence rule held
         self.first = math.nan
         self.best = math.inf
         self.value = math.nan
@@ -135,14 +146,14 @@ class DivergenceMonitor:
         if math.isnan(self.first):
             self.first = self.value
         self.best = min(self.best, self.value)
-        if self.value > self.diverge_th * self.best:
-            return True
         gained = self.first - self.best
-        return (
+        over = self.value > self.diverge_th * self.best or (
             self.regain is not None
             and gained >= self.min_improvement * abs(self.first)
             and self.value - self.best > self.regain * gained
         )
+        self._over = self._over + 1 if over else 0
+        return self._over > self.patience
 
 
 def log_lr_derivative(y: np.ndarray, lrs: np.ndarray, window: int = 3) -> np.ndarray:
@@ -236,7 +247,8 @@ def choose_lr_range(
         steep_frac: the interval is where the slope is at least this fraction of the steepest.
         min_improvement: smallest relative loss improvement that counts as learning.
         window_decades: look for the interval only this many decades below the last usable LR
-            (the divergence, or the sweep's end). Far below it, a sweep's loss falls because the
+            (the divergence, or the sweep's end); when the loss does not fall there at all, this
+            many decades below the loss minimum. Far below it, a sweep's loss falls because the
             model is young, not because the LR is good (the range test's known confound: the
             first phase of training always looks steep). ``None``: the whole sweep.
         min_span_decades: an interval narrower than this is widened downwards (``lr_max`` kept),
@@ -288,6 +300,10 @@ def choose_lr_range(
     if window_decades is not None:
         x_all = np.log10(lrs[:n_valid])
         outside = x_all < x_all[-1] - window_decades
+        if not ((~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0):
+            # no improvement in that window: the loss rose slowly past its minimum without tripping
+            # the divergence rules; the window ends at the loss minimum instead
+            outside = x_all < x_all[int(np.argmin(valid))] - window_decades
         if (~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0:
             d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval
         # (no improvement at all inside the window: fall back to the whole sweep)

@@ -17,7 +17,9 @@ Files in ``hparams/`` (arrays: ``R`` repeats, ``P`` sweep points, ``B``/``C`` ba
   ``losses_smoothed``/``perfs_smoothed`` (R,P), ``loss_deriv``/``perf_deriv`` (P,) against
   log10 LR, ``lr_range`` (2,), ``diverged_lr`` (R,); also ``holdout_losses`` (R,P),
   ``batch_size`` () and ``rescan`` (). With a rescan, the first sweep is kept in
-  ``lr_vs_perf_initial.npz`` and ``lr_vs_perf.npz`` holds the sweep whose range was used.
+  ``lr_vs_perf_initial.npz`` and ``lr_vs_perf.npz`` holds the sweep whose range was used; a rescan
+  at the first sweep's own batch size pools its repeats with the first sweep's: its first rows
+  are the first sweep's repeats, then the rescan's.
 * ``bs_vs_perf.npz``: ``bss`` (B,), ``perfs`` (R,B) first-rung scores, ``perfs_smoothed`` (B,),
   ``bs_range`` (2,), ``noise_scale`` (), ``noise_scale_lrs``/``noise_scale_values`` (K,);
   also ``batch_size`` () (the choice).
@@ -146,11 +148,15 @@ def tune(
 
     # -- 3. optional rescan of the LR range at the chosen batch size -----------------------------
     if settings.rescan_lr_after_bs:
-        rescan = _lr_range_test(runner, recipe, settings, batch_size, n_train - len(holdout), seed, "rescan", misc)
+        # at the sweep's own batch size the rescan measures the same curve again: pool the repeats
+        pooled = sweep.results if batch_size == b0 else []
+        rescan = _lr_range_test(runner, recipe, settings, batch_size, n_train - len(holdout), seed, "rescan", misc,
+                                pooled=pooled)
         write_npz(rf.hparams / "lr_vs_perf_initial.npz", **sweep.npz)
         write_npz(rf.hparams / "lr_vs_perf.npz", **{**rescan.npz, "rescan": np.asarray(True)})
         lr_min, lr_max = rescan.choice.lr_min, rescan.choice.lr_max
-        lr_how = f"rescanned at batch size {batch_size}"
+        lr_how = f"rescanned at batch size {batch_size}" + (
+            f", pooled with the first sweep's {len(pooled)} repeat(s)" if pooled else "")
     else:
         lr_min, lr_max = scale_lr(lr_min, batch_size, b0), scale_lr(lr_max, batch_size, b0)
         lr_how = f"swept at batch size {b0}, scaled linearly by {batch_size}/{b0}"
@@ -237,12 +243,15 @@ class _Sweep:
     noise_scale: float
     noise_lrs: np.ndarray
     noise_values: np.ndarray
+    results: list[LRSweepResult]  # the repeats that ran (failed ones left out)
 
 
 def _lr_range_test(
     runner: TaskRunner, recipe: RecipeSpec, s: HyperparameterSettings, batch_size: int, n_fit: int, seed: int,
-    stage: Literal["lr", "rescan"], misc: _Misc,
+    stage: Literal["lr", "rescan"], misc: _Misc, pooled: Sequence[LRSweepResult] = (),
 ) -> _Sweep:
+    """One LR range test; ``pooled``: repeats of an earlier sweep of the same batch size (and so the
+    same LR grid) to choose the range from together with this sweep's repeats."""
     iters_per_epoch = max(1, math.ceil(n_fit / batch_size))
     iterations = max(s.lr_sweep_min_iters, int(round(s.lr_sweep_len * iters_per_epoch)))
     init_seed = derive_seed(seed, "lr-init")  # one fixed initialisation for every repeat
@@ -263,7 +272,7 @@ def _lr_range_test(
         lambda task, err: LRSweepResult(task.key, "failed", error=err),
     )
     ordered = [results[t.key] for t in tasks]
-    ok = [r for r in ordered if r.status != "failed"]
+    ok = list(pooled) + [r for r in ordered if r.status != "failed"]
     for r in ordered:
         if r.status == "failed":
             logger.warning("LR sweep repeat %s failed: %s", r.key, _last_line(r.error))
@@ -304,7 +313,8 @@ def _lr_range_test(
         "rescan": np.asarray(stage == "rescan"),
     }
     info = {
-        "batch_size": batch_size, "iterations": iterations, "repeats": len(tasks), "repeats_ok": len(ok),
+        "batch_size": batch_size, "iterations": iterations, "repeats": len(tasks),
+        "repeats_ok": len(ok) - len(pooled), "pooled_repeats": len(pooled),
         "init_seed": init_seed, "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
         "steepest_lr": choice.steepest_lr, "steepest_slope_per_decade": choice.steepest_slope,
         "relative_improvement": choice.improvement, "stopped_lr": stopped, "cut_lr": choice.diverged_lr,
@@ -320,7 +330,7 @@ def _lr_range_test(
     logger.info("LR range [%.4g, %.4g] (steepest at %.4g; %d of %d repeat(s) diverged%s)",
                 choice.lr_min, choice.lr_max, choice.steepest_lr, n_div, len(ok),
                 f", first at lr {np.nanmin(stopped):.3g}" if n_div else ", none: consider a larger lr_end")
-    return _Sweep(choice, npz, value, lrs[keep], running[keep])
+    return _Sweep(choice, npz, value, lrs[keep], running[keep], ok)
 
 
 def _stack(rows: Iterable[np.ndarray], n: int) -> np.ndarray:

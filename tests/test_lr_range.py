@@ -196,3 +196,41 @@ def test_smoothing_keeps_nan_tail_and_derivative_is_exact_on_a_line():
     assert np.isnan(d[3])
     m = mean_curve(np.array([[1.0, 3.0, np.nan], [3.0, np.nan, np.nan]]))
     assert m[0] == 2.0 and m[1] == 3.0 and np.isnan(m[2])
+
+
+def test_monitor_patience_known_answer():
+    # smooth_f=1 (the EMA is the loss itself), explicit patience 2: the rule must hold on 3 updates in a row
+    m = DivergenceMonitor(2.0, smooth_f=1.0, patience=2)
+    assert [m.update(v) for v in (1.0, 0.5, 1.2, 0.6, 1.1, 1.3, 1.4)] == [False] * 6 + [True]
+    # default patience: ceil(1 / smooth_f) - 1 updates, the EMA's memory
+    assert DivergenceMonitor(2.0, smooth_f=0.1).patience == 9
+    assert DivergenceMonitor(2.0, smooth_f=1.0).patience == 0
+    with pytest.raises(ValueError):
+        DivergenceMonitor(2.0, smooth_f=0.5, patience=-1)
+
+
+def test_one_heavy_batch_after_a_noisy_improvement_does_not_stop_the_sweep():
+    # the regression sweep's failure: a noisy start makes the first EMA high (a fake 35% improvement),
+    # then one heavy-tailed MSE batch lifts the EMA past "gives back 0.8 of the gain" for two updates
+    losses = [0.9] * 10 + [0.55] * 20 + [3.5] + [0.6] * 20
+    eager = DivergenceMonitor(2.0, smooth_f=0.1, regain=0.8, patience=0)
+    assert [eager.update(v) for v in losses].index(True) == 30  # the spike itself
+    m = DivergenceMonitor(2.0, smooth_f=0.1, regain=0.8)
+    assert not any(m.update(v) for v in losses)
+    assert any(m.update(v) for v in [1.5] * 30)  # a sustained give-back still stops
+
+
+def test_a_slow_rise_past_the_minimum_anchors_the_window_at_the_minimum():
+    # a steep start-up transient at 1e-4, learning around 1e-2, then a slow rise past 10**-1.5 that
+    # never doubles nor gives back 0.8 of the gain: below the sweep's end (1 decade) the loss only rises
+    lrs = geometric_lrs(1e-4, 1.0, 400)
+    x = np.log10(lrs)
+    loss = (logistic_curve(lrs, -2.0, 0.15, depth=0.5, top=1.0) + 0.3 * np.exp(-(x + 4) / 0.1)
+            + np.where(x > -1.5, 0.1 * (x + 1.5), 0.0))
+    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3,
+                        window_decades=1.0, min_span_decades=0.5)
+    assert c.n_valid == lrs.size  # no divergence was found
+    assert 10**-2.2 < c.steepest_lr < 10**-1.8  # the learning, not the start-up transient
+    assert 10**-2 < c.lr_max <= 10**-1.45 and c.lr_min > 10**-3
+    # without the window the start-up transient is the steepest stretch (the confound the window avoids)
+    assert choose_lr_range(lrs, loss[None, :], window=5, regain=0.8, steep_frac=0.3).steepest_lr < 2e-4

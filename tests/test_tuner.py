@@ -129,10 +129,15 @@ def test_train_custom_settings_search_and_rescan(tmp_path):
     lr = load(hp_dir / "lr_vs_perf.npz")
     initial = load(hp_dir / "lr_vs_perf_initial.npz")
     assert bool(lr["rescan"]) and int(lr["batch_size"]) == chosen and int(initial["batch_size"]) == 16
-    check_lr_file(lr, SMALL, 2)
+    # at the first sweep's batch size the rescan pools its repeats with the first sweep's (same LR grid)
+    pooled = 2 if chosen == 16 else 0
+    check_lr_file(lr, SMALL, 2 + pooled)
     check_lr_file(initial, SMALL, 2)
+    if pooled:
+        np.testing.assert_array_equal(lr["losses"][:2], initial["losses"])
     assert [final["lr_start"], final["lr_end"]] == pytest.approx(lr["lr_range"].tolist())
     misc = strict_json(hp_dir / "misc.json")
+    assert misc["steps"]["lr_rescan"]["pooled_repeats"] == pooled
     assert {"lr_range", "lr_rescan", "batch_size", "schedule"} <= set(misc["steps"])
     assert misc["compute"]["examples"]["batch"] > 0 and misc["compute"]["total_task_seconds"] > 0
     assert final["epochs"] == SMALL.max_epochs  # 96 items: 30k examples would be 312 epochs, capped
