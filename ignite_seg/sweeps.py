@@ -342,7 +342,8 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
     torch.manual_seed(init_seed)
     built = build_recipe(recipe.model, recipe.dataset, recipe.loss)
     device = resolve_device(recipe.device, device_index)
-    train = as_tensor_data(built.train_set) or built.train_set
+    tensors = as_tensor_data(built.train_set)
+    train = built.train_set if tensors is None else tensors
     held = np.asarray(recipe.holdout, dtype=np.int64)
     rest = np.setdiff1d(np.arange(len(train)), held)
     holdout = gather(train, held)
