@@ -169,6 +169,16 @@ def schedule_info(hp: Mapping[str, Any], points_per_half_cycle: int = 40) -> Sch
     return ScheduleInfo(x, lrs, start, end, cycle, total)
 
 
+def style_schedule_axes(ax: Any, info: ScheduleInfo) -> None:
+    """Log LR axis with room above the curve for the legend, epochs on x, labelled."""
+    ax.set_yscale("log")
+    lo, hi = min(info.lr_start, info.lr_end), max(info.lr_start, info.lr_end)
+    ax.set_ylim(lo / 1.6, hi * 2.2)
+    ax.set_xlim(0, info.n_epochs)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("learning rate (log scale)")
+
+
 def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, float] | None = None) -> Figure:
     """The learning rate of the final trials through training (log y)."""
     fig = new_figure(8, 3.6, dpi)
@@ -176,12 +186,7 @@ def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, f
     ax.plot(info.epochs, info.lrs, color=COLORS["chosen"], lw=2, label="learning rate of every final trial")
     ax.axhline(info.lr_start, color="grey", ls="--", lw=0.8, label=f"lr_start = {fmt(info.lr_start)}")
     ax.axhline(info.lr_end, color="grey", ls=":", lw=0.8, label=f"lr_end = {fmt(info.lr_end)}")
-    ax.set_yscale("log")
-    lo, hi = min(info.lr_start, info.lr_end), max(info.lr_start, info.lr_end)
-    ax.set_ylim(lo / 1.6, hi * 2.2)
-    ax.set_xlim(0, info.n_epochs)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("learning rate (log scale)")
+    style_schedule_axes(ax, info)
     n_cycles = info.n_epochs / info.cycle_size_epochs
     ax.set_title(f"Triangular cyclical schedule: cycle {fmt(info.cycle_size_epochs)} epochs, "
                  f"{fmt(info.n_epochs)} epochs ({fmt(n_cycles)} cycles); linear ramps, log axis")

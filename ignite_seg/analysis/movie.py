@@ -26,7 +26,7 @@ from ._mpl import COLORS, fmt, new_figure
 from .batch import draw_batch_size
 from .curves import draw_final_distribution, draw_throughtime_panel
 from .hidden import draw_pca
-from .lr import draw_lr_sweep_panel
+from .lr import draw_lr_sweep_panel, style_schedule_axes
 from .settings import AnalysisSettings
 
 if TYPE_CHECKING:
@@ -280,12 +280,7 @@ def _schedule(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     reveal.add(ax, _new_artists(ax, lambda: ax.plot(info.epochs, info.lrs, color=COLORS["chosen"], lw=2,
                                                     label="learning rate of every trial")))
     (dot,) = ax.plot([info.epochs[-1]], [info.lrs[-1]], "o", color=COLORS["chosen"])
-    ax.set_yscale("log")
-    lo, hi = min(info.lr_start, info.lr_end), max(info.lr_start, info.lr_end)
-    ax.set_ylim(lo / 1.6, hi * 2.2)
-    ax.set_xlim(0, info.n_epochs)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("learning rate (log scale)")
+    style_schedule_axes(ax, info)
     ax.set_title("Schedule of the final trials", fontsize=10)
     ax.legend(fontsize=LEGEND, loc="upper right")  # above the curve: ylim leaves room over max(lr)
     ax.grid(True, alpha=0.3)
