@@ -179,8 +179,11 @@ def part_reeval(runner: Any, name: str, grid: dict[str, Any], top: int = 3, seed
 
 
 def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str] | dict[str, Any],
-                 seeds: tuple[int, ...] = PRESET_SEEDS) -> dict[str, Any]:
-    """Tune with each preset (a name, or a name -> HyperparameterSettings mapping) and ``seeds``."""
+                 seeds: tuple[int, ...] = PRESET_SEEDS, fresh_best: float | None = None) -> dict[str, Any]:
+    """Tune with each preset (a name, or a name -> HyperparameterSettings mapping) and ``seeds``.
+
+    ``fresh_best``: the re-evaluated grid-best (``reeval``), for the regret without the winner's curse.
+    """
     from ignite_seg.folder import RunFolder
     from ignite_seg.hparams import get_preset
     from ignite_seg.tuner import tune
@@ -190,7 +193,7 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
     out: dict[str, Any] = {}
     named = presets if isinstance(presets, dict) else {p: get_preset(p) for p in presets}
     for preset, settings in named.items():
-        chosen, tuning_seconds, tuning_examples, tuning_wall = [], [], [], []
+        chosen, tuning_seconds, tuning_examples, tuning_wall, steps_per_seed = [], [], [], [], []
         for seed in seeds:
             with tempfile.TemporaryDirectory(prefix="ignite_seg_bench_") as tmp:
                 rf = RunFolder(tmp)
@@ -200,6 +203,7 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
                 tuning_wall.append(time.perf_counter() - t0)
                 misc = json.loads((rf.hparams / "misc.json").read_text())
             chosen.append(hp)
+            steps_per_seed.append(misc["steps"])
             tuning_seconds.append(misc["compute"]["total_task_seconds"])
             tuning_examples.append(misc["compute"]["total_examples"])
         recipes = [(hp, 2000 + 10 * s + t) for s, hp in zip(seeds, chosen) for t in range(TRIALS_PER_TUNE)]
@@ -216,14 +220,17 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
             "val_perf_std": float(np.nanstd(perfs)), "regret": grid["best_perf"] - mean_perf,
             "val_perf_sem": float(np.nanstd(perfs) / np.sqrt(np.isfinite(perfs).sum())),
             "regret_per_seed": (grid["best_perf"] - per_seed).tolist(),
+            "regret_vs_fresh": None if fresh_best is None else fresh_best - mean_perf,
             "tuning_worker_seconds": tuning_seconds, "tuning_wall_seconds": tuning_wall,
             "compute_fraction": float(np.mean(tuning_seconds)) / grid["worker_seconds"],
             "examples_fraction": float(np.mean(tuning_examples)) / grid["examples"],
             "lr_end_cv": float(lr_end.std() / lr_end.mean()), "batch_sizes": bss.tolist(), "batch_spread_steps": steps,
             "failed_trials": int(np.isnan(perfs).sum()),
+            "decisions": steps_per_seed,  # misc.json "steps" of each seed's tune: why it chose what it chose
         }
         out[preset] = res
-        print(f"[{preset} {name}] val {mean_perf:.4f} ± {res['val_perf_std']:.4f}, regret {res['regret']:+.4f}, "
+        fresh = "" if fresh_best is None else f" ({res['regret_vs_fresh']:+.4f} vs the re-evaluated best)"
+        print(f"[{preset} {name}] val {mean_perf:.4f} ± {res['val_perf_std']:.4f}, regret {res['regret']:+.4f}{fresh}, "
               f"compute {100 * res['compute_fraction']:.1f}% of grid ({100 * res['examples_fraction']:.1f}% of its "
               f"examples), tuning wall {np.mean(tuning_wall):.1f} s, lr_end CV {100 * res['lr_end_cv']:.0f}%, "
               f"batches {bss.tolist()} ({steps:g} steps), lr_end {np.round(lr_end, 3).tolist()}", flush=True)
@@ -275,7 +282,9 @@ def main() -> None:
                 if args.part in ("reeval", "all"):
                     (out / f"reeval_{name}.json").write_text(json.dumps(part_reeval(runner, name, grid), indent=1))
                 if args.part in ("presets", "all"):
-                    res = part_presets(runner, name, grid, args.presets.split(","))
+                    reeval_path = out / f"reeval_{name}.json"
+                    fresh = json.loads(reeval_path.read_text())["best_fresh_perf"] if reeval_path.exists() else None
+                    res = part_presets(runner, name, grid, args.presets.split(","), fresh_best=fresh)
                     path = out / f"presets_{name}.json"
                     old = json.loads(path.read_text()) if path.exists() else {}
                     path.write_text(json.dumps({**old, **res}, indent=1))

@@ -122,7 +122,10 @@ class HyperparameterSettings(JsonRecord):
        ``batch_rn_min_inits`` short runs of ``batch_sweep_len`` epochs with the LR scaled linearly;
        after each rung the best ``1/batch_eta`` continue with ``batch_eta`` times the budget. The
        ranking is by held-out ``batch_score``: the loss (default: continuous, so less noisy on a
-       small slice than an accuracy) or the perf, the other breaking ties.
+       small slice than an accuracy) or the perf, the other breaking ties. At the last rung, the
+       candidates within ``batch_tie_tol`` (relative) of the best are ties and the smallest of them
+       wins: short runs cannot order them, and at a fixed number of examples the smaller batch makes
+       more progress per example (the noise-scale model); this keeps the choice repeatable.
        ``batch_pts=0`` takes the grid point nearest that centre without runs.
     3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``);
        when that is ``initial_batch_size`` the rescan's repeats are pooled with the first sweep's.
@@ -166,6 +169,7 @@ class HyperparameterSettings(JsonRecord):
     batch_rn_min_inits: int = 1
     batch_eta: int = 2
     batch_score: Literal["loss", "perf"] = "loss"
+    batch_tie_tol: float = 0.03
     rescan_lr_after_bs: bool = False
     # schedule of the final trials
     train_examples: int = 30_000
@@ -209,6 +213,7 @@ class HyperparameterSettings(JsonRecord):
         _check_number(self, "batch_sweep_len", lambda v: v > 0, "a positive number of epochs such as 1")
         _check_int(self, "batch_rn_min_inits", 1)
         _check_int(self, "batch_eta", 2)
+        _check_number(self, "batch_tie_tol", lambda v: 0 <= v < 1, "a relative tolerance in [0, 1) such as 0.03")
         if self.batch_score not in ("loss", "perf"):
             raise ConfigError(
                 f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."

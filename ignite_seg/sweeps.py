@@ -289,7 +289,8 @@ def create_noise_trainer(
     gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step publishes
     ``engine.state.grad_norms = (mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
     two batch sizes from which :mod:`ignite_seg.noise_scale` estimates the noise scale. Batches
-    that do not split evenly get plain updates and NaN norms.
+    that do not split evenly, and every batch with ``chunks=1`` (a sweep that needs no noise
+    scale), get plain updates and no norms.
     """
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -299,6 +300,13 @@ def create_noise_trainer(
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         n = int(x.shape[0])
         k = chunks if n % chunks == 0 and n >= 2 * chunks else 1
+        if k == 1:  # a plain update: no norms to measure (chunks=1, or a batch that does not split)
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            engine.state.grad_norms = None
+            return float(loss.detach())
         total = None
         sq_small = 0.0
         loss_sum = 0.0
@@ -312,14 +320,11 @@ def create_noise_trainer(
             loss_sum += float(loss.detach())
         assert total is not None
         mean = total / k
-        if k > 1:
-            offset = 0
-            for p in params:
-                p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
-                offset += p.numel()
-            engine.state.grad_norms = (sq_small / k, float(mean.dot(mean)), n / k, float(n))
-        else:
-            engine.state.grad_norms = None
+        offset = 0
+        for p in params:
+            p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        engine.state.grad_norms = (sq_small / k, float(mean.dot(mean)), n / k, float(n))
         optimizer.step()
         return loss_sum / k
 

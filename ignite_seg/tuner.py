@@ -39,7 +39,7 @@ from typing import Any, Callable, Hashable, Iterable, Literal, Mapping, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from .batch_search import batch_candidates, centre_batch, halving_survivors, rank_scores, scale_lr
+from .batch_search import batch_candidates, centre_batch, halving_survivors, pick_batch, rank_scores, scale_lr
 from .exceptions import TuningError
 from .execution import TaskLost, TaskRunner
 from .fileio import write_json, write_npz
@@ -136,7 +136,7 @@ def tune(
         search = _batch_search(runner, recipe, settings, cands, lr_min, lr_max, seed, misc)
         batch_size = search.chosen
         reason = (f"best held-out {settings.batch_score} of {len(cands)} candidates after successive halving "
-                  f"(eta={settings.batch_eta})")
+                  f"(eta={settings.batch_eta}); ties within {settings.batch_tie_tol} go to the smaller batch")
     logger.info("batch size %d (%s)", batch_size, reason)
     write_npz(rf.hparams / "bs_vs_perf.npz", **search.bs_vs_perf(noise, sweep))
     write_npz(rf.hparams / "bs_sampled.npz", **search.bs_sampled())
@@ -257,11 +257,13 @@ def _lr_range_test(
     init_seed = derive_seed(seed, "lr-init")  # one fixed initialisation for every repeat
     # per-batch losses are noisier at smaller batches (variance ~ 1/B): a slower EMA there
     smooth_f = s.lr_smooth_f * min(1.0, batch_size / s.initial_batch_size)
+    # the noise scale comes from the first sweep; a rescan needs only its losses (plain updates)
+    chunks = s.noise_chunks if stage == "lr" else 1
     tasks = [
         LRSweepTask(
             key=(stage, r), recipe=recipe, init_seed=init_seed, data_seed=derive_seed(seed, stage, "data", r),
             batch_size=batch_size, lr_start=s.lr_start, lr_end=s.lr_end, iterations=iterations,
-            diverge_th=s.diverge_th, diverge_regain=s.diverge_regain, smooth_f=smooth_f, noise_chunks=s.noise_chunks, device_index=r,
+            diverge_th=s.diverge_th, diverge_regain=s.diverge_regain, smooth_f=smooth_f, noise_chunks=chunks, device_index=r,
         )
         for r in range(s.lr_min_inits)
     ]
@@ -298,7 +300,7 @@ def _lr_range_test(
     # noise scale: running estimate along the sweep, and one value over the chosen range
     b_small = float(batch_size) / s.noise_chunks
     sq_small, sq_big = _nanmean0(stacked["sq_small"]), _nanmean0(stacked["sq_big"])
-    if batch_size >= 2 * s.noise_chunks:
+    if chunks > 1 and batch_size >= 2 * chunks:
         running = running_noise_scale(sq_small, sq_big, b_small, float(batch_size), s.noise_ema_beta)
         value = typical_noise_scale(running, np.arange(iterations) < choice.n_valid)
     else:
@@ -322,7 +324,9 @@ def _lr_range_test(
         "points_used": choice.n_valid, "range_hits_sweep_end": choice.hit_end,
         "rule": f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
                 f"within {s.lr_window_decades} decades below the last usable lr",
-        "noise_scale": value, "noise_scale_rule": "median of the running EMA estimate before divergence",
+        "noise_scale": value,
+        "noise_scale_rule": "median of the running EMA estimate before divergence" if chunks > 1
+        else "not measured here (plain updates); the first sweep's estimate is the one used",
         "noise_b_small": b_small, "noise_b_big": batch_size,
     }
     misc.record("lr_range" if stage == "lr" else "lr_rescan", info)
@@ -459,9 +463,18 @@ def _batch_search(
                     ", ".join(f"{cands[i]}: {np.nanmean(perfs[:, i]):.4f} / {np.nanmean(losses[:, i]):.4g}"
                               for i in ranked),
                     [cands[i] for i in survivors])
-        misc.record("batch_size", {"candidates": cands, "rungs": search.rungs, "state": "running"})
         if len(survivors) == 1:
-            search.chosen = cands[int(survivors[0])]
+            winner = pick_batch(cands, perfs, losses, s.batch_score, s.batch_tie_tol)
+            search.chosen = cands[winner]
+            search.rungs[-1]["chosen"] = search.chosen
+            if winner != int(survivors[0]):
+                search.rungs[-1]["tie"] = (
+                    f"batch {search.chosen} is within batch_tie_tol={s.batch_tie_tol} of the best ranked "
+                    f"{cands[int(survivors[0])]} ({s.batch_score}); ties go to the smaller batch size")
+                logger.info("batch sizes %d and %d tie within %g: the smaller wins", search.chosen,
+                            cands[int(survivors[0])], s.batch_tie_tol)
+            misc.record("batch_size", {"candidates": cands, "rungs": search.rungs, "state": "running"})
             return search
+        misc.record("batch_size", {"candidates": cands, "rungs": search.rungs, "state": "running"})
         alive = np.sort(survivors)
         budget *= s.batch_eta

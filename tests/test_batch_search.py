@@ -6,7 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from ignite_seg.batch_search import batch_candidates, batch_grid, centre_batch, halving_survivors, rank_scores, scale_lr
+from ignite_seg.batch_search import (
+    batch_candidates, batch_grid, centre_batch, halving_survivors, pick_batch, rank_scores, scale_lr,
+)
 from ignite_seg.schedule import choose_schedule
 
 
@@ -42,6 +44,27 @@ def test_ranking_by_perf_then_loss_and_halving():
     assert halving_survivors(ranked[:1], 1, 3).tolist() == [2]
     with pytest.raises(ValueError):
         halving_survivors(ranked, 4, 1)
+
+
+def test_pick_batch_ties_go_to_the_smaller_batch():
+    bss = [8, 16, 32, 64]
+    nan = np.nan
+    # last rung: 16 and 32 alive (8, 64 pruned: NaN); 32 is 1% better, a tie within 3% -> 16
+    perfs = np.array([[nan, 0.95, 0.95, nan], [nan, 0.96, 0.95, nan]])
+    losses = np.array([[nan, 0.202, 0.200, nan], [nan, 0.204, 0.202, nan]])
+    assert pick_batch(bss, perfs, losses, "loss", 0.03) == 1
+    assert pick_batch(bss, perfs, losses, "loss", 0.0) == 2  # no tolerance: the best ranked
+    assert pick_batch(bss, perfs, losses, "loss", 0.005) == 2  # 1% apart is not a tie at 0.5%
+    # 32 clearly better (20% lower loss): no tie
+    assert pick_batch(bss, perfs, np.array([[nan, 0.25, 0.20, nan]] * 2), "loss", 0.03) == 2
+    # by perf: 0.955 vs 0.95 is within 3% of 0.955 -> the smaller batch (16)
+    assert pick_batch(bss, perfs, losses, "perf", 0.03) == 1
+    assert pick_batch(bss, np.array([[nan, 0.50, 0.95, nan]]), losses[:1], "perf", 0.03) == 2
+    # a diverged candidate (inf loss) never ties; all failed: the best ranked is returned
+    assert pick_batch([8, 16], np.array([[0.0, 0.9]]), np.array([[np.inf, 0.3]]), "loss", 0.5) == 1
+    assert pick_batch([8, 16], np.array([[nan, nan]]), np.array([[nan, nan]]), "loss", 0.03) in (0, 1)
+    with pytest.raises(ValueError):
+        pick_batch(bss, perfs, losses, "loss", -0.1)
 
 
 def test_linear_lr_scaling():

@@ -234,3 +234,22 @@ def test_a_slow_rise_past_the_minimum_anchors_the_window_at_the_minimum():
     assert 10**-2 < c.lr_max <= 10**-1.45 and c.lr_min > 10**-3
     # without the window the start-up transient is the steepest stretch (the confound the window avoids)
     assert choose_lr_range(lrs, loss[None, :], window=5, regain=0.8, steep_frac=0.3).steepest_lr < 2e-4
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known limitation: a dip after a rise that trips no divergence rule can be chosen (seen once in 8 regression "
+    "seeds at 3-epoch sweeps: lr_max 0.52, 10x the others). Limiting the window to below the loss minimum fixes "
+    "this curve but, on noisy per-batch training losses, moved other seeds' minima into the noise (lr_max "
+    "0.0015-0.005); see the issue-3 notes"))
+def test_a_dip_after_a_rise_is_not_chosen():
+    # learning around 1e-2 down to 0.6, then a rise to 0.9 (no divergence rule trips:
+    # the gain is small and the loss never doubles) and a second dip just before the sweep's end:
+    # the dip's slope is steep, but it lies above the loss minimum, so it is not a better LR
+    lrs = geometric_lrs(1e-4, 1.0, 600)
+    x = np.log10(lrs)
+    loss = logistic_curve(lrs, -2.0, 0.2, depth=0.2, top=0.8) + 0.3 / (1 + np.exp(-(x + 0.8) / 0.05))
+    loss[x > -0.3] -= 0.6 * (x[x > -0.3] + 0.3)  # the late dip, steeper than the learning, ends at 0.72 > 0.6
+    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3,
+                        window_decades=1.0, min_span_decades=0.5)
+    assert c.lr_max < 10**-1.0 and 10**-2.4 < c.steepest_lr < 10**-1.6
+
