@@ -17,7 +17,8 @@ from typing import Literal
 import numpy as np
 
 __all__ = [
-    "batch_grid", "centre_batch", "batch_candidates", "halving_survivors", "rank_scores", "pick_batch", "scale_lr",
+    "batch_grid", "centre_batch", "batch_candidates", "halving_survivors", "rank_scores", "rank_with_ties",
+    "scale_lr",
 ]
 
 
@@ -83,23 +84,22 @@ def rank_scores(perfs: np.ndarray, losses: np.ndarray, by: Literal["loss", "perf
     return np.lexsort((-p, ls)) if by == "loss" else np.lexsort((ls, -p))
 
 
-def pick_batch(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.ndarray,
-               by: Literal["loss", "perf"] = "loss", tie_tol: float = 0.0) -> int:
-    """Index of the winning candidate: the *smallest* batch size among those tied with the best.
+def rank_with_ties(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.ndarray,
+                   by: Literal["loss", "perf"] = "loss", tie_tol: float = 0.0) -> np.ndarray:
+    """Candidate indices from best to worst, where the ones *tied* with the best come first,
+    smallest batch size first, then the rest as :func:`rank_scores` orders them.
 
     A candidate ties with the best when its mean held-out score is within ``tie_tol`` of the
     best's, relatively: loss <= (1 + tie_tol) x best loss (``by="loss"``), or perf >=
     best perf - tie_tol x |best perf| (``by="perf"``). Short runs cannot tell such candidates
     apart (their order changes from seed to seed), so the noise-scale model decides: at a fixed
     number of examples a smaller batch makes more progress per example (McCandlish et al. 2018,
-    eq. 2.11), and ties go to it. That makes the choice repeatable; with ``tie_tol=0`` the best
-    ranked candidate wins.
+    eq. 2.11). Used at every rung of the successive halving, this makes the choice repeatable;
+    with ``tie_tol=0`` it is :func:`rank_scores`.
 
     Example:
-        >>> pick_batch([8, 16], np.array([[0.95, 0.96]]), np.array([[0.202, 0.200]]), "loss", 0.03)
-        0
-        >>> pick_batch([8, 16], np.array([[0.90, 0.96]]), np.array([[0.30, 0.20]]), "loss", 0.03)
-        1
+        >>> rank_with_ties([8, 16, 32], np.array([[0.95, 0.96, 0.9]]), np.array([[0.202, 0.200, 0.3]]), "loss", 0.03)
+        array([0, 1, 2])
     """
     if not tie_tol >= 0:
         raise ValueError(f"tie_tol must be >= 0, got {tie_tol!r}")
@@ -110,14 +110,14 @@ def pick_batch(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.ndarra
         score = np.nanmean(np.atleast_2d(losses if by == "loss" else perfs), axis=0)
     best = int(ranked[0])
     if not np.isfinite(score[best]):
-        return best
+        return ranked
     if by == "loss":
         tied = score <= score[best] + tie_tol * abs(score[best])
     else:
         tied = score >= score[best] - tie_tol * abs(score[best])
     tied &= np.isfinite(score)
-    candidates = np.flatnonzero(tied)
-    return int(candidates[np.argmin(bss[candidates])])
+    first = [int(i) for i in np.flatnonzero(tied)[np.argsort(bss[tied], kind="stable")]]
+    return np.asarray(first + [int(i) for i in ranked if not tied[i]])
 
 
 def halving_survivors(ranked: np.ndarray, alive: int, eta: int) -> np.ndarray:

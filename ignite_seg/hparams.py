@@ -122,10 +122,10 @@ class HyperparameterSettings(JsonRecord):
        ``batch_rn_min_inits`` short runs of ``batch_sweep_len`` epochs with the LR scaled linearly;
        after each rung the best ``1/batch_eta`` continue with ``batch_eta`` times the budget. The
        ranking is by held-out ``batch_score``: the loss (default: continuous, so less noisy on a
-       small slice than an accuracy) or the perf, the other breaking ties. At the last rung, the
-       candidates within ``batch_tie_tol`` (relative) of the best are ties and the smallest of them
-       wins: short runs cannot order them, and at a fixed number of examples the smaller batch makes
-       more progress per example (the noise-scale model); this keeps the choice repeatable.
+       small slice than an accuracy) or the perf, the other breaking ties. At every rung, the
+       candidates within ``batch_tie_tol`` (relative) of the best are ties and rank smallest batch
+       first: short runs cannot order them, and at a fixed number of examples the smaller batch
+       makes more progress per example (the noise-scale model); this keeps the choice repeatable.
        ``batch_pts=0`` takes the grid point nearest that centre without runs.
     3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``);
        when that is ``initial_batch_size`` the rescan's repeats are pooled with the first sweep's.

@@ -39,7 +39,7 @@ from typing import Any, Callable, Hashable, Iterable, Literal, Mapping, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from .batch_search import batch_candidates, centre_batch, halving_survivors, pick_batch, rank_scores, scale_lr
+from .batch_search import batch_candidates, centre_batch, halving_survivors, rank_scores, rank_with_ties, scale_lr
 from .exceptions import TuningError
 from .execution import TaskLost, TaskRunner
 from .fileio import write_json, write_npz
@@ -136,7 +136,8 @@ def tune(
         search = _batch_search(runner, recipe, settings, cands, lr_min, lr_max, seed, misc)
         batch_size = search.chosen
         reason = (f"best held-out {settings.batch_score} of {len(cands)} candidates after successive halving "
-                  f"(eta={settings.batch_eta}); ties within {settings.batch_tie_tol} go to the smaller batch")
+                  f"(eta={settings.batch_eta}); at each rung, ties within {settings.batch_tie_tol} rank the smaller "
+                  "batch first")
     logger.info("batch size %d (%s)", batch_size, reason)
     write_npz(rf.hparams / "bs_vs_perf.npz", **search.bs_vs_perf(noise, sweep))
     write_npz(rf.hparams / "bs_sampled.npz", **search.bs_sampled())
@@ -448,7 +449,10 @@ def _batch_search(
                 f"every batch-size candidate run failed; the first error was:\n{first.error}\nFix the loaders, "
                 "or skip the candidate runs with batch_pts=0."
             )
-        ranked = [int(i) for i in rank_scores(perfs, losses, s.batch_score) if i in set(alive.tolist())]
+        # candidates tied with the best (within batch_tie_tol) rank first, the smallest batch first
+        ranked = [int(i) for i in rank_with_ties(cands, perfs, losses, s.batch_score, s.batch_tie_tol)
+                  if i in set(alive.tolist())]
+        by_score = [int(i) for i in rank_scores(perfs, losses, s.batch_score) if i in set(alive.tolist())]
         search.rung_budgets.append(budget)
         search.rung_perfs.append(perfs)
         search.rung_losses.append(losses)
@@ -458,23 +462,19 @@ def _batch_search(
             "mean_perf": {str(cands[i]): float(np.nanmean(perfs[:, i])) for i in alive},
             "mean_loss": {str(cands[i]): float(np.nanmean(losses[:, i])) for i in alive}, "ranked_by": s.batch_score,
             "kept": [cands[i] for i in survivors],
+            "best_by_score": cands[by_score[0]],
         })
         logger.info("batch sizes after %g epoch(s) (held-out perf / loss): %s; keeping %s", budget,
                     ", ".join(f"{cands[i]}: {np.nanmean(perfs[:, i]):.4f} / {np.nanmean(losses[:, i]):.4g}"
                               for i in ranked),
                     [cands[i] for i in survivors])
-        if len(survivors) == 1:
-            winner = pick_batch(cands, perfs, losses, s.batch_score, s.batch_tie_tol)
-            search.chosen = cands[winner]
-            search.rungs[-1]["chosen"] = search.chosen
-            if winner != int(survivors[0]):
-                search.rungs[-1]["tie"] = (
-                    f"batch {search.chosen} is within batch_tie_tol={s.batch_tie_tol} of the best ranked "
-                    f"{cands[int(survivors[0])]} ({s.batch_score}); ties go to the smaller batch size")
-                logger.info("batch sizes %d and %d tie within %g: the smaller wins", search.chosen,
-                            cands[int(survivors[0])], s.batch_tie_tol)
-            misc.record("batch_size", {"candidates": cands, "rungs": search.rungs, "state": "running"})
-            return search
+        if ranked[0] != by_score[0]:
+            search.rungs[-1]["tie"] = (
+                f"batch {cands[ranked[0]]} is within batch_tie_tol={s.batch_tie_tol} of the best scored "
+                f"{cands[by_score[0]]} ({s.batch_score}); ties rank the smaller batch size first")
         misc.record("batch_size", {"candidates": cands, "rungs": search.rungs, "state": "running"})
+        if len(survivors) == 1:
+            search.chosen = cands[int(survivors[0])]
+            return search
         alive = np.sort(survivors)
         budget *= s.batch_eta

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ignite_seg.batch_search import (
-    batch_candidates, batch_grid, centre_batch, halving_survivors, pick_batch, rank_scores, scale_lr,
+    batch_candidates, batch_grid, centre_batch, halving_survivors, rank_scores, rank_with_ties, scale_lr,
 )
 from ignite_seg.schedule import choose_schedule
 
@@ -46,25 +46,43 @@ def test_ranking_by_perf_then_loss_and_halving():
         halving_survivors(ranked, 4, 1)
 
 
-def test_pick_batch_ties_go_to_the_smaller_batch():
+def pick(*args):
+    return int(rank_with_ties(*args)[0])
+
+
+def test_ties_rank_the_smaller_batch_first():
     bss = [8, 16, 32, 64]
     nan = np.nan
     # last rung: 16 and 32 alive (8, 64 pruned: NaN); 32 is 1% better, a tie within 3% -> 16
     perfs = np.array([[nan, 0.95, 0.95, nan], [nan, 0.96, 0.95, nan]])
     losses = np.array([[nan, 0.202, 0.200, nan], [nan, 0.204, 0.202, nan]])
-    assert pick_batch(bss, perfs, losses, "loss", 0.03) == 1
-    assert pick_batch(bss, perfs, losses, "loss", 0.0) == 2  # no tolerance: the best ranked
-    assert pick_batch(bss, perfs, losses, "loss", 0.005) == 2  # 1% apart is not a tie at 0.5%
+    assert pick(bss, perfs, losses, "loss", 0.03) == 1
+    assert pick(bss, perfs, losses, "loss", 0.0) == 2  # no tolerance: the best scored
+    assert pick(bss, perfs, losses, "loss", 0.005) == 2  # 1% apart is not a tie at 0.5%
     # 32 clearly better (20% lower loss): no tie
-    assert pick_batch(bss, perfs, np.array([[nan, 0.25, 0.20, nan]] * 2), "loss", 0.03) == 2
+    assert pick(bss, perfs, np.array([[nan, 0.25, 0.20, nan]] * 2), "loss", 0.03) == 2
     # by perf: 0.955 vs 0.95 is within 3% of 0.955 -> the smaller batch (16)
-    assert pick_batch(bss, perfs, losses, "perf", 0.03) == 1
-    assert pick_batch(bss, np.array([[nan, 0.50, 0.95, nan]]), losses[:1], "perf", 0.03) == 2
+    assert pick(bss, perfs, losses, "perf", 0.03) == 1
+    assert pick(bss, np.array([[nan, 0.50, 0.95, nan]]), losses[:1], "perf", 0.03) == 2
     # a diverged candidate (inf loss) never ties; all failed: the best ranked is returned
-    assert pick_batch([8, 16], np.array([[0.0, 0.9]]), np.array([[np.inf, 0.3]]), "loss", 0.5) == 1
-    assert pick_batch([8, 16], np.array([[nan, nan]]), np.array([[nan, nan]]), "loss", 0.03) in (0, 1)
+    assert pick([8, 16], np.array([[0.0, 0.9]]), np.array([[np.inf, 0.3]]), "loss", 0.5) == 1
+    assert pick([8, 16], np.array([[nan, nan]]), np.array([[nan, nan]]), "loss", 0.03) in (0, 1)
     with pytest.raises(ValueError):
-        pick_batch(bss, perfs, losses, "loss", -0.1)
+        rank_with_ties(bss, perfs, losses, "loss", -0.1)
+
+
+def test_ties_at_a_pruning_rung_keep_the_smaller_batches():
+    # four candidates after the first rung: 32 scores best, 8 and 16 within 1%, 64 far behind;
+    # halving keeps 2: the tied smaller ones (8, 16), not 32 and the next by score
+    bss = [8, 16, 32, 64]
+    losses = np.array([[0.1495, 0.1494, 0.1485, 0.40]])
+    perfs = np.array([[0.95, 0.95, 0.95, 0.80]])
+    ranked = rank_with_ties(bss, perfs, losses, "loss", 0.03)
+    assert ranked.tolist() == [0, 1, 2, 3]
+    assert halving_survivors(ranked, 4, 2).tolist() == [0, 1]
+    assert rank_with_ties(bss, perfs, losses, "loss", 0.0).tolist() == rank_scores(perfs, losses, "loss").tolist()
+    # outside the tolerance the order is by score
+    assert rank_with_ties(bss, perfs, np.array([[0.30, 0.20, 0.1485, 0.40]]), "loss", 0.03).tolist() == [2, 1, 0, 3]
 
 
 def test_linear_lr_scaling():
