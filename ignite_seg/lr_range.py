@@ -41,6 +41,12 @@ MIN_POINTS = 5
 #: The regain rule of :func:`divergence_index` applies once the loss improved by this fraction:
 #: before that, what it "gives back" is mostly batch-to-batch noise.
 REGAIN_MIN_IMPROVEMENT = 0.3
+#: The range lies on or before the valley floor of the loss: the LRs up to where it first rises past
+#: its minimum plus this fraction of the sweep's improvement.
+VALLEY_TOL = 0.25
+#: The bottom of the valley: the stretch around the minimum within this fraction of the improvement
+#: above it; its centre (in log LR) locates the minimum of a flat valley more steadily than the argmin.
+VALLEY_BOTTOM_TOL = 0.05
 
 
 def geometric_lrs(lr_start: float, lr_end: float, n: int) -> np.ndarray:
@@ -222,6 +228,10 @@ class LRRangeChoice:
     improvement: float
     #: True when the chosen interval runs up to the last usable point (no divergence seen above it)
     hit_end: bool
+    #: True when the loss did not improve in the window below the last usable LR (it rose past its
+    #: minimum without diverging), so the window was anchored at the minimum and ``lr_max`` is the
+    #: centre of the valley's bottom
+    anchored_at_minimum: bool = False
 
 
 def choose_lr_range(
@@ -235,6 +245,7 @@ def choose_lr_range(
     min_improvement: float = 0.02,
     window_decades: float | None = None,
     min_span_decades: float = 0.0,
+    curves: np.ndarray | None = None,
 ) -> LRRangeChoice:
     """Choose ``[lr_min, lr_max]``, the interval of steepest sustained loss improvement.
 
@@ -247,12 +258,18 @@ def choose_lr_range(
         steep_frac: the interval is where the slope is at least this fraction of the steepest.
         min_improvement: smallest relative loss improvement that counts as learning.
         window_decades: look for the interval only this many decades below the last usable LR
-            (the divergence, or the sweep's end); when the loss does not fall there at all, this
-            many decades below the loss minimum. Far below it, a sweep's loss falls because the
+            (the divergence, or the sweep's end), and never past the valley floor (where the loss
+            first rises :data:`VALLEY_TOL` of the improvement above its minimum: a dip after a rise
+            that tripped no divergence rule is noise, not a better LR); when the loss does not fall
+            there at all, this many decades below the loss minimum. Far below it, a sweep's loss falls because the
             model is young, not because the LR is good (the range test's known confound: the
             first phase of training always looks steep). ``None``: the whole sweep.
         min_span_decades: an interval narrower than this is widened downwards (``lr_max`` kept),
             so that a cycle between the bounds still spans a useful range.
+        curves: the curves (R, P) to choose the range on, if not ``losses`` themselves: the tuner
+            passes the loss on a fixed held-out slice, measured after every step, which carries no
+            batch-to-batch noise. Each repeat is still cut where its training loss (``losses``)
+            diverged, or where either curve is not finite.
 
     Raises:
         TuningError: the loss is not finite from the start, diverges at once, or never improves.
@@ -274,9 +291,16 @@ def choose_lr_range(
         )
     # cut every repeat at its divergence (or first non-finite loss)
     smoothed = smooth_curves(losses, window)
+    if curves is not None:
+        curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
+        if curves.shape != losses.shape:
+            raise ValueError(f"curves {curves.shape} and losses {losses.shape} disagree")
+        losses = np.where(np.isfinite(curves), losses, np.nan)  # a non-finite held-out loss cuts too
+        smoothed = smooth_curves(curves, window)
     diverged_lr = np.full(losses.shape[0], np.nan)
     for r in range(losses.shape[0]):
-        stop = divergence_index(smoothed[r], diverge_th, regain, warmup=window // 2)
+        train_smoothed = smooth_curves(losses[r], window)[0] if curves is not None else smoothed[r]
+        stop = divergence_index(train_smoothed, diverge_th, regain, warmup=window // 2)
         raw_stop = _finite_prefix(losses[r])
         if raw_stop < losses.shape[1]:
             stop = raw_stop if stop is None else min(stop, raw_stop)
@@ -297,20 +321,30 @@ def choose_lr_range(
     deriv = np.full(lrs.size, np.nan)
     deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(window, 3))
     d = deriv[:n_valid].copy()
+    x_stop = None  # where the improvement ends, when the window had to be anchored at the minimum
     if window_decades is not None:
         x_all = np.log10(lrs[:n_valid])
-        outside = x_all < x_all[-1] - window_decades
+        k_min = int(np.argmin(valid))
+        # the valley floor ends where the loss first rises above min + VALLEY_TOL x the improvement:
+        # past that, a dip (after a rise that tripped no divergence rule) is not a better LR
+        band = valid[k_min] + VALLEY_TOL * (first - valid[k_min])
+        rise = np.flatnonzero(valid[k_min:] > band)
+        x_floor = x_all[k_min + int(rise[0]) - 1] if rise.size else x_all[-1]
+        outside = (x_all < x_all[-1] - window_decades) | (x_all > x_floor)
         if not ((~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0):
             # no improvement in that window: the loss rose slowly past its minimum without tripping
-            # the divergence rules; the window ends at the loss minimum instead
-            outside = x_all < x_all[int(np.argmin(valid))] - window_decades
+            # the divergence rules; the window ends at the valley floor instead, and the range at
+            # the minimum, the centre of the valley's bottom (the loss improves up to there; the
+            # steepest stretch below it is the young model's, which the window avoids: it only sets lr_min)
+            outside = (x_all < x_all[k_min] - window_decades) | (x_all > x_floor)
+            x_stop = _valley_bottom(x_all, valid, k_min, first)
         if (~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0:
             d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval
         # (no improvement at all inside the window: fall back to the whole sweep)
     k = int(np.argmin(d))
     if improvement < min_improvement or not d[k] < 0:
         raise TuningError(
-            f"the training loss did not improve over the sweep lr {lo_lr:.3g} -> {hi_lr:.3g} (relative "
+            f"the loss did not improve over the sweep lr {lo_lr:.3g} -> {hi_lr:.3g} (relative "
             f"improvement {improvement:.3g} < {min_improvement}). Widen the sweep (raise lr_end or lower "
             "lr_start), sweep for longer (lr_sweep_len), or check that the model can learn the data."
         )
@@ -321,6 +355,8 @@ def choose_lr_range(
     x_hi = _crossing(x, d, hi, hi + 1, thr) if hi < n_valid - 1 else x[hi]
     if x_hi - x_lo < 1e-9:  # a one-point interval: widen to the neighbouring sweep points
         x_lo, x_hi = x[max(lo - 1, 0)], x[min(hi + 1, n_valid - 1)]
+    if x_stop is not None and x_stop > x_hi:
+        x_hi = x_stop
     x_lo = max(min(x_lo, x_hi - min_span_decades), float(np.log10(lrs[0])))
     return LRRangeChoice(
         lr_min=float(10**x_lo),
@@ -334,7 +370,20 @@ def choose_lr_range(
         n_valid=n_valid,
         improvement=float(improvement),
         hit_end=hi == n_valid - 1,
+        anchored_at_minimum=x_stop is not None,
     )
+
+
+def _valley_bottom(x: np.ndarray, y: np.ndarray, k_min: int, first: float) -> float:
+    """Centre (in ``x``) of the contiguous stretch around ``y[k_min]`` (the minimum) where ``y`` is
+    within :data:`VALLEY_BOTTOM_TOL` of the improvement ``first - y[k_min]`` above the minimum."""
+    inside = y <= y[k_min] + VALLEY_BOTTOM_TOL * (first - y[k_min])
+    lo = hi = k_min
+    while lo > 0 and inside[lo - 1]:
+        lo -= 1
+    while hi + 1 < y.size and inside[hi + 1]:
+        hi += 1
+    return float(x[lo : hi + 1].mean())
 
 
 def _best_segment(d: np.ndarray, x: np.ndarray, thr: float) -> tuple[int, int]:

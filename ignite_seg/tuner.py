@@ -15,8 +15,10 @@ Files in ``hparams/`` (arrays: ``R`` repeats, ``P`` sweep points, ``B``/``C`` ba
 
 * ``lr_vs_perf.npz``: ``lrs`` (P,), ``losses``/``perfs`` (R,P) (NaN after a repeat stopped),
   ``losses_smoothed``/``perfs_smoothed`` (R,P), ``loss_deriv``/``perf_deriv`` (P,) against
-  log10 LR, ``lr_range`` (2,), ``diverged_lr`` (R,); also ``holdout_losses`` (R,P),
-  ``batch_size`` () and ``rescan`` (). With a rescan, the first sweep is kept in
+  log10 LR, ``lr_range`` (2,), ``diverged_lr`` (R,); also ``holdout_losses`` (R,P) (the loss on
+  the held-out slice after every step) and ``holdout_losses_smoothed`` (R,P), ``choice_curve`` ()
+  (``"holdout_losses"`` or ``"losses"``: the curve the range was chosen on, whose derivative
+  ``loss_deriv`` is), ``batch_size`` () and ``rescan`` (). With a rescan, the first sweep is kept in
   ``lr_vs_perf_initial.npz`` and ``lr_vs_perf.npz`` holds the sweep whose range was used; a rescan
   at the first sweep's own batch size pools its repeats with the first sweep's: its first rows
   are the first sweep's repeats, then the rescan's.
@@ -255,14 +257,16 @@ def _lr_range_test(
     same LR grid) to choose the range from together with this sweep's repeats."""
     iters_per_epoch = max(1, math.ceil(n_fit / batch_size))
     iterations = max(s.lr_sweep_min_iters, int(round(s.lr_sweep_len * iters_per_epoch)))
-    init_seed = derive_seed(seed, "lr-init")  # one fixed initialisation for every repeat
+    # each repeat from its own seeded initialisation (lr_min_inits of them), or all from one
+    init_seeds = [derive_seed(seed, "lr-init") if s.lr_shared_init else derive_seed(seed, f"{stage}-init", r)
+                  for r in range(s.lr_min_inits)]
     # per-batch losses are noisier at smaller batches (variance ~ 1/B): a slower EMA there
     smooth_f = s.lr_smooth_f * min(1.0, batch_size / s.initial_batch_size)
     # the noise scale comes from the first sweep; a rescan needs only its losses (plain updates)
     chunks = s.noise_chunks if stage == "lr" else 1
     tasks = [
         LRSweepTask(
-            key=(stage, r), recipe=recipe, init_seed=init_seed, data_seed=derive_seed(seed, stage, "data", r),
+            key=(stage, r), recipe=recipe, init_seed=init_seeds[r], data_seed=derive_seed(seed, stage, "data", r),
             batch_size=batch_size, lr_start=s.lr_start, lr_end=s.lr_end, iterations=iterations,
             diverge_th=s.diverge_th, diverge_regain=s.diverge_regain, smooth_f=smooth_f, noise_chunks=chunks, device_index=r,
         )
@@ -287,9 +291,13 @@ def _lr_range_test(
     lrs = geometric_lrs(s.lr_start, s.lr_end, iterations)
     stacked = {k: _stack([r.arrays[k] for r in ok], iterations) for k in ok[0].arrays}
     window = max(1, int(round(s.lr_smooth_frac * iterations))) | 1
+    # on the held-out loss (no batch-to-batch noise) or the training loss; each repeat is cut where
+    # its training loss diverged either way
+    held_out = s.lr_choose_on == "holdout"
     choice = choose_lr_range(lrs, stacked["losses"], window=window, diverge_th=s.diverge_th,
                              regain=s.diverge_regain, steep_frac=s.lr_steep_frac,
-                             window_decades=s.lr_window_decades, min_span_decades=s.lr_min_span_decades)
+                             window_decades=s.lr_window_decades, min_span_decades=s.lr_min_span_decades,
+                             curves=stacked["holdout_losses"] if held_out else None)
     # evidence: per-repeat curves, smoothed, derivatives of the mean against log10 LR
     perfs_smoothed = smooth_curves(stacked["perfs"], window)
     mean_perf = mean_curve(perfs_smoothed)
@@ -312,19 +320,23 @@ def _lr_range_test(
         "losses_smoothed": smooth_curves(stacked["losses"], window), "perfs_smoothed": perfs_smoothed,
         "loss_deriv": choice.deriv, "perf_deriv": perf_deriv,
         "lr_range": np.array([choice.lr_min, choice.lr_max]), "diverged_lr": stopped,
-        "holdout_losses": stacked["holdout_losses"], "batch_size": np.asarray(batch_size),
+        "holdout_losses": stacked["holdout_losses"],
+        "holdout_losses_smoothed": choice.smoothed if held_out else smooth_curves(stacked["holdout_losses"], window),
+        "choice_curve": np.asarray("holdout_losses" if held_out else "losses"), "batch_size": np.asarray(batch_size),
         "rescan": np.asarray(stage == "rescan"),
     }
     info = {
         "batch_size": batch_size, "iterations": iterations, "repeats": len(tasks),
         "repeats_ok": len(ok) - len(pooled), "pooled_repeats": len(pooled),
-        "init_seed": init_seed, "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
+        "init_seeds": init_seeds, "shared_init": s.lr_shared_init,
+        "chosen_on": "held-out loss (train-set slice)" if held_out else "training loss", "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
         "steepest_lr": choice.steepest_lr, "steepest_slope_per_decade": choice.steepest_slope,
         "relative_improvement": choice.improvement, "stopped_lr": stopped, "cut_lr": choice.diverged_lr,
         "task_seconds": [r.seconds for r in ordered], "prepare_seconds": [r.prepare_seconds for r in ordered],
         "points_used": choice.n_valid, "range_hits_sweep_end": choice.hit_end,
+        "anchored_at_loss_minimum": choice.anchored_at_minimum,
         "rule": f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
-                f"within {s.lr_window_decades} decades below the last usable lr",
+                f"within {s.lr_window_decades} decades below the last usable lr and not past the valley floor",
         "noise_scale": value,
         "noise_scale_rule": "median of the running EMA estimate before divergence" if chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",

@@ -30,7 +30,7 @@ FINAL_KEYS = {"lr_start", "lr_end", "batch_size", "cycle_size_epochs", "epochs",
 
 #: small and quick: a short sweep, three candidates, two repeats, a rescan
 SMALL = dataclasses.replace(
-    get_preset("fast"), lr_sweep_min_iters=120, lr_sweep_len=2.0, initial_batch_size=16, batch_start=8,
+    get_preset("fast"), lr_min_inits=2, lr_sweep_min_iters=120, lr_sweep_len=2.0, initial_batch_size=16, batch_start=8,
     batch_end=64, batch_pts=3, batch_rn_min_inits=2, batch_sweep_len=2.0, rescan_lr_after_bs=True,
     max_epochs=8, lr_end=30.0,
 )
@@ -63,8 +63,11 @@ def check_lr_file(z, settings, repeats):
     assert LR_KEYS <= set(z)
     p = z["lrs"].size
     assert z["lrs"][0] == pytest.approx(settings.lr_start) and np.all(np.diff(z["lrs"]) > 0)
-    for k in ("losses", "perfs", "losses_smoothed", "perfs_smoothed"):
+    for k in ("losses", "perfs", "losses_smoothed", "perfs_smoothed", "holdout_losses", "holdout_losses_smoothed"):
         assert z[k].shape == (repeats, p), k
+    # the curve the range was chosen on; the held-out curves stop where the training loss stopped
+    assert str(z["choice_curve"]) == ("holdout_losses" if settings.lr_choose_on == "holdout" else "losses")
+    assert not (np.isfinite(z["holdout_losses_smoothed"]) & ~np.isfinite(z["losses"])).any()
     assert z["loss_deriv"].shape == z["perf_deriv"].shape == (p,)
     assert z["diverged_lr"].shape == (repeats,)
     lo, hi = z["lr_range"]
@@ -172,9 +175,16 @@ def test_same_seed_same_choice_other_seed_other_holdout(runner, tmp_path):
     c = tune(runner, RunFolder(tmp_path / "c"), settings, specs(), seed=12, **kw)
     zc = load(tmp_path / "c/hparams/lr_vs_perf.npz")
     assert not np.array_equal(np.nan_to_num(za["losses"]), np.nan_to_num(zc["losses"]))
-    assert strict_json(tmp_path / "a/hparams/misc.json")["steps"]["lr_range"]["init_seed"] != \
-        strict_json(tmp_path / "c/hparams/misc.json")["steps"]["lr_range"]["init_seed"]
+    seeds_a = strict_json(tmp_path / "a/hparams/misc.json")["steps"]["lr_range"]["init_seeds"]
+    seeds_c = strict_json(tmp_path / "c/hparams/misc.json")["steps"]["lr_range"]["init_seeds"]
+    assert len(set(seeds_a)) == len(seeds_a) == settings.lr_min_inits  # one initialisation per repeat
+    assert not set(seeds_a) & set(seeds_c)
     assert c.lr_end > 0
+    # lr_shared_init: every repeat from one initialisation (the same model before the first step)
+    shared = dataclasses.replace(settings, lr_shared_init=True)
+    tune(runner, RunFolder(tmp_path / "d"), shared, specs(), seed=11, **kw)
+    misc_d = strict_json(tmp_path / "d/hparams/misc.json")["steps"]["lr_range"]
+    assert len(set(misc_d["init_seeds"])) == 1 and misc_d["shared_init"] is True
 
 
 def test_nan_from_the_start_is_a_clear_tuning_error_and_leaves_no_final(runner, tmp_path):
@@ -195,6 +205,12 @@ def test_bad_presets_and_settings_raise_with_the_fix():
         HyperparameterSettings(lr_start=1.0, lr_end=0.1)
     with pytest.raises(ConfigError, match="noise_chunks"):
         dataclasses.replace(get_preset("fast"), initial_batch_size=2, noise_chunks=4)
+    with pytest.raises(ConfigError, match="lr_choose_on must be 'holdout' or 'train'"):
+        dataclasses.replace(get_preset("fast"), lr_choose_on="val")
+    with pytest.raises(ConfigError, match="batch_tie_tol"):
+        dataclasses.replace(get_preset("fast"), batch_tie_tol=1.5)
+    with pytest.raises(TypeError, match="lr_shared_init must be True or False"):
+        dataclasses.replace(get_preset("fast"), lr_shared_init=1)
     with pytest.raises(TypeError, match="batch_pts must be an int"):
         dataclasses.replace(get_preset("fast"), batch_pts=2.5)
     with pytest.raises(dataclasses.FrozenInstanceError):

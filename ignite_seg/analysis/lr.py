@@ -30,6 +30,8 @@ class LRSweepInfo(NamedTuple):
     lr_range: tuple[float, float]
     diverged_lr: np.ndarray
     n_repeats: int
+    #: what the loss panel shows: the curve the range was chosen on
+    loss_label: str = "training loss"
 
 
 def _rows(a: Any, p: int) -> np.ndarray:
@@ -45,6 +47,11 @@ def lr_sweep_info(arrays: Mapping[str, np.ndarray]) -> LRSweepInfo | None:
         return None
     losses, perfs = _rows(arrays.get("losses"), p), _rows(arrays.get("perfs"), p)
     ls, ps = _rows(arrays.get("losses_smoothed"), p), _rows(arrays.get("perfs_smoothed"), p)
+    label = "training loss"
+    if str(arrays.get("choice_curve", "losses")) == "holdout_losses" and "holdout_losses" in arrays:
+        # the range was chosen on the held-out loss: show that curve (and its derivative below)
+        losses, ls = _rows(arrays["holdout_losses"], p), _rows(arrays.get("holdout_losses_smoothed"), p)
+        label = "loss on the held-out slice of the train set"
     nan = np.full(p, np.nan)
     with warnings.catch_warnings():  # all-NaN columns (every repeat diverged) give NaN
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -58,7 +65,7 @@ def lr_sweep_info(arrays: Mapping[str, np.ndarray]) -> LRSweepInfo | None:
         perf_deriv=np.asarray(arrays.get("perf_deriv", nan), dtype=np.float64).ravel(),
         lr_range=(float(rng[0]), float(rng[1])) if rng.size >= 2 else (np.nan, np.nan),
         diverged_lr=np.asarray(arrays.get("diverged_lr", np.zeros(0)), dtype=np.float64).ravel(),
-        n_repeats=int(max(losses.shape[0], perfs.shape[0])),
+        n_repeats=int(max(losses.shape[0], perfs.shape[0])), loss_label=label,
     )
 
 
@@ -101,7 +108,7 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
     ax.set_xscale("log")
     ax.set_xlim(info.lrs[0], info.lrs[-1])
     ax.set_xlabel("learning rate (log scale)")
-    ax.set_ylabel("training loss" if which == "loss" else "perf (held-out slice of the train set)")
+    ax.set_ylabel(info.loss_label if which == "loss" else "perf (held-out slice of the train set)")
     if which == "loss":
         _loss_ylim(ax, info)
     ax.grid(True, which="major", alpha=0.3)

@@ -59,11 +59,13 @@ def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str) -> tuple[str, ...]:
         return ("the preset recorded no LR sweep (empty hparams/lr_vs_perf.npz)",)
     losses = np.asarray(lr.get("losses", np.zeros((0, lrs.size))), dtype=np.float64).reshape(-1, lrs.size)
     rng = _f(lr.get("lr_range", [np.nan, np.nan]))
+    held_out = str(lr.get("choice_curve", "losses")) == "holdout_losses"
     out = [
         f"LR range test: {losses.shape[0]} repeat(s), {lrs.size} points from {fmt(lrs[0])} to {fmt(lrs[-1])} "
         "(geometric)",
-        f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: the steepest sustained improvement of the smoothed loss "
-        "against log LR",
+        f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: the steepest sustained improvement of the smoothed "
+        + ("held-out loss (a slice of the training set, measured after every step)" if held_out else "loss")
+        + " against log LR",
     ]
     deriv = _f(lr.get("loss_deriv", []))
     if deriv.size == lrs.size and np.isfinite(deriv).any():
