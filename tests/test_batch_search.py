@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from ignite_seg.batch_search import (
-    batch_candidates, batch_grid, centre_batch, halving_survivors, rank_scores, rank_with_ties, scale_lr,
+    batch_candidates,
+    batch_grid,
+    centre_batch,
+    halving_survivors,
+    rank_scores,
+    rank_with_ties,
+    scale_lr,
 )
 from ignite_seg.schedule import choose_schedule
 
