@@ -290,17 +290,16 @@ def choose_lr_range(
             "if the model is very sensitive)."
         )
     # cut every repeat at its divergence (or first non-finite loss)
-    smoothed = smooth_curves(losses, window)
     if curves is not None:
         curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
         if curves.shape != losses.shape:
             raise ValueError(f"curves {curves.shape} and losses {losses.shape} disagree")
         losses = np.where(np.isfinite(curves), losses, np.nan)  # a non-finite held-out loss cuts too
-        smoothed = smooth_curves(curves, window)
+    train_smoothed = smooth_curves(losses, window)  # the divergence is judged on the training loss
+    smoothed = train_smoothed if curves is None else smooth_curves(curves, window)
     diverged_lr = np.full(losses.shape[0], np.nan)
     for r in range(losses.shape[0]):
-        train_smoothed = smooth_curves(losses[r], window)[0] if curves is not None else smoothed[r]
-        stop = divergence_index(train_smoothed, diverge_th, regain, warmup=window // 2)
+        stop = divergence_index(train_smoothed[r], diverge_th, regain, warmup=window // 2)
         raw_stop = _finite_prefix(losses[r])
         if raw_stop < losses.shape[1]:
             stop = raw_stop if stop is None else min(stop, raw_stop)
