@@ -319,14 +319,17 @@ def choose_lr_range(
         )
     valid = mean[:n_valid]
     first = float(valid[: max(1, window)].mean())
-    improvement = (first - float(valid.min())) / max(abs(first), 1e-12)
+    # the minimum is looked for past the first half-window, where the centred average is still partial
+    # and a few lucky batches at the sweep's start would pass for the loss minimum (as in divergence_index)
+    warm = min(window // 2, n_valid - MIN_POINTS)
+    k_min = warm + int(np.argmin(valid[warm:]))
+    improvement = (first - float(valid[k_min])) / max(abs(first), 1e-12)
     deriv = np.full(lrs.size, np.nan)
     deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(window, 3))
     d = deriv[:n_valid].copy()
     x_stop = None  # where the improvement ends, when the window had to be anchored at the minimum
     if window_decades is not None:
         x_all = np.log10(lrs[:n_valid])
-        k_min = int(np.argmin(valid))
         # the valley floor ends where the loss first rises above min + VALLEY_TOL x the improvement:
         # past that, a dip (after a rise that tripped no divergence rule) is not a better LR
         band = valid[k_min] + VALLEY_TOL * (first - valid[k_min])

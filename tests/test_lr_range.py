@@ -274,3 +274,17 @@ def test_range_chosen_on_clean_held_out_curves_cut_where_training_diverged():
     assert not np.isfinite(c.smoothed[:, lrs > 10**0.9]).any()
     with pytest.raises(ValueError, match="disagree"):
         choose_lr_range(lrs, train, window=5, curves=held[:1])
+
+
+def test_lucky_first_batches_do_not_pass_for_the_loss_minimum():
+    # the slow-rise curve above, whose first three batches happen to score far below the valley: in
+    # the partial first half-window of the smoothing they would be the loss minimum and anchor the
+    # range at the sweep's start
+    lrs = geometric_lrs(1e-4, 1.0, 400)
+    x = np.log10(lrs)
+    loss = logistic_curve(lrs, -2.0, 0.15, depth=0.5, top=1.0) + np.where(x > -1.5, 0.1 * (x + 1.5), 0.0)
+    loss[:3] = 0.0
+    c = choose_lr_range(lrs, loss[None, :], window=9, diverge_th=2.0, regain=0.8, steep_frac=0.3,
+                        window_decades=1.0, min_span_decades=0.5)
+    assert c.anchored_at_minimum and 10**-1.5 < c.lr_max < 10**-1.0
+    assert c.improvement < 0.9  # not measured down to the lucky batches' zero loss
