@@ -249,6 +249,7 @@ def choose_lr_range(
     window_decades: float | None = None,
     min_span_decades: float = 0.0,
     curves: np.ndarray | None = None,
+    valley_curves: np.ndarray | None = None,
 ) -> LRRangeChoice:
     """Choose ``[lr_min, lr_max]``, the interval of steepest sustained loss improvement.
 
@@ -273,6 +274,12 @@ def choose_lr_range(
             passes the loss on a fixed held-out slice, measured after every step, which carries no
             batch-to-batch noise. Each repeat is still cut where its training loss (``losses``)
             diverged, or where either curve is not finite.
+        valley_curves: curves (R, P) to locate the valley on (the loss minimum, the valley floor and
+            the bottom an anchored range ends at) when the range is chosen on noisier ones: the
+            tuner passes the held-out loss when it chooses on the training loss. On a flat, noisy
+            training loss the minimum can fall anywhere in the valley; on the benchmark's regression
+            it anchored 2 of 10 ``fastest`` ranges a decade too low (bench/RESULTS.md, tuner session 3).
+            Ignored where their mean is not finite.
 
     Raises:
         TuningError: the loss is not finite from the start, diverges at once, or never improves.
@@ -318,12 +325,19 @@ def choose_lr_range(
             f"lower lr_start (now {lo_lr:.3g}) so that the sweep starts where training is stable."
         )
     valid = mean[:n_valid]
-    first = float(valid[: max(1, window)].mean())
-    # the minimum is looked for past the first half-window, where the centred average is still partial
-    # and a few lucky batches at the sweep's start would pass for the loss minimum (as in divergence_index)
-    warm = min(window // 2, n_valid - MIN_POINTS)
-    k_min = warm + int(np.argmin(valid[warm:]))
+    first, k_min = _start_and_minimum(valid, window)
     improvement = (first - float(valid[k_min])) / max(abs(first), 1e-12)
+    # the valley (its minimum, floor and bottom) is located on valley_curves where they were measured
+    valley, valley_first, valley_min = valid, first, k_min
+    if valley_curves is not None:
+        valley_curves = np.atleast_2d(np.asarray(valley_curves, dtype=np.float64))
+        if valley_curves.shape != losses.shape:
+            raise ValueError(f"valley_curves {valley_curves.shape} and losses {losses.shape} disagree")
+        cut = np.where(np.isfinite(smoothed), smooth_curves(valley_curves, window), np.nan)
+        valley_mean = mean_curve(cut, min_frac=0.51)[:n_valid]
+        if np.isfinite(valley_mean).all():
+            valley = valley_mean
+            valley_first, valley_min = _start_and_minimum(valley, window)
     deriv = np.full(lrs.size, np.nan)
     deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(window, 3))
     d = deriv[:n_valid].copy()
@@ -332,17 +346,17 @@ def choose_lr_range(
         x_all = np.log10(lrs[:n_valid])
         # the valley floor ends where the loss first rises above min + VALLEY_TOL x the improvement:
         # past that, a dip (after a rise that tripped no divergence rule) is not a better LR
-        band = valid[k_min] + VALLEY_TOL * (first - valid[k_min])
-        rise = np.flatnonzero(valid[k_min:] > band)
-        x_floor = x_all[k_min + int(rise[0]) - 1] if rise.size else x_all[-1]
+        band = valley[valley_min] + VALLEY_TOL * (valley_first - valley[valley_min])
+        rise = np.flatnonzero(valley[valley_min:] > band)
+        x_floor = x_all[valley_min + int(rise[0]) - 1] if rise.size else x_all[-1]
         outside = (x_all < x_all[-1] - window_decades) | (x_all > x_floor)
         if not ((~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0):
             # no improvement in that window: the loss rose slowly past its minimum without tripping
             # the divergence rules; the window ends at the valley floor instead, and the range at
             # the minimum, the centre of the valley's bottom (the loss improves up to there; the
             # steepest stretch below it is the young model's, which the window avoids: it only sets lr_min)
-            outside = (x_all < x_all[k_min] - window_decades) | (x_all > x_floor)
-            x_stop = _valley_bottom(x_all, valid, k_min, first)
+            outside = (x_all < x_all[valley_min] - window_decades) | (x_all > x_floor)
+            x_stop = _valley_bottom(x_all, valley, valley_min, valley_first)
         if (~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0:
             d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval
         # (no improvement at all inside the window: fall back to the whole sweep)
@@ -377,6 +391,17 @@ def choose_lr_range(
         hit_end=hi == n_valid - 1,
         anchored_at_minimum=x_stop is not None,
     )
+
+
+def _start_and_minimum(y: np.ndarray, window: int) -> tuple[float, int]:
+    """The curve's starting level (mean of its first ``window`` points) and the index of its minimum.
+
+    The minimum is looked for past the first half-window, where a centred average is still partial
+    and a few lucky batches at the sweep's start would pass for the loss minimum (as in
+    :func:`divergence_index`).
+    """
+    warm = min(window // 2, y.size - MIN_POINTS)
+    return float(y[: max(1, window)].mean()), warm + int(np.argmin(y[warm:]))
 
 
 def _valley_bottom(x: np.ndarray, y: np.ndarray, k_min: int, first: float) -> float:

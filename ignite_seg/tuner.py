@@ -297,7 +297,8 @@ def _lr_range_test(
     choice = choose_lr_range(lrs, stacked["losses"], window=window, diverge_th=s.diverge_th,
                              regain=s.diverge_regain, steep_frac=s.lr_steep_frac,
                              window_decades=s.lr_window_decades, min_span_decades=s.lr_min_span_decades,
-                             curves=stacked["holdout_losses"] if held_out else None)
+                             curves=stacked["holdout_losses"] if held_out else None,
+                             valley_curves=None if held_out else stacked["holdout_losses"])
     # evidence: per-repeat curves, smoothed, derivatives of the mean against log10 LR
     perfs_smoothed = smooth_curves(stacked["perfs"], window)
     mean_perf = mean_curve(perfs_smoothed)
@@ -329,7 +330,8 @@ def _lr_range_test(
         "batch_size": batch_size, "iterations": iterations, "repeats": len(tasks),
         "repeats_ok": len(ok) - len(pooled), "pooled_repeats": len(pooled),
         "init_seeds": init_seeds, "shared_init": s.lr_shared_init,
-        "chosen_on": "held-out loss (train-set slice)" if held_out else "training loss", "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
+        "chosen_on": "held-out loss (train-set slice)" if held_out else "training loss",
+        "valley_located_on": "held-out loss (train-set slice)", "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
         "steepest_lr": choice.steepest_lr, "steepest_slope_per_decade": choice.steepest_slope,
         "relative_improvement": choice.improvement, "stopped_lr": stopped, "cut_lr": choice.diverged_lr,
         "task_seconds": [r.seconds for r in ordered], "prepare_seconds": [r.prepare_seconds for r in ordered],

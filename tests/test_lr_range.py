@@ -288,3 +288,21 @@ def test_lucky_first_batches_do_not_pass_for_the_loss_minimum():
                         window_decades=1.0, min_span_decades=0.5)
     assert c.anchored_at_minimum and 10**-1.5 < c.lr_max < 10**-1.0
     assert c.improvement < 0.9  # not measured down to the lucky batches' zero loss
+
+
+def test_valley_curves_locate_the_minimum_that_a_noisy_training_loss_misplaces():
+    # the slow-rise curve again as the clean held-out loss; the training loss is the same curve with
+    # a run of lucky batches at the valley's left edge (10**-1.75) that dips far below it: on the
+    # training loss alone the range anchors at that dip
+    lrs = geometric_lrs(1e-4, 1.0, 400)
+    x = np.log10(lrs)
+    held_out = logistic_curve(lrs, -2.0, 0.15, depth=0.5, top=1.0) + np.where(x > -1.5, 0.1 * (x + 1.5), 0.0)
+    train = held_out - 0.2 * np.exp(-(((x + 1.75) / 0.05) ** 2))
+    kw = dict(window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
+    alone = choose_lr_range(lrs, train[None, :], **kw)
+    assert alone.anchored_at_minimum and alone.lr_max < 10**-1.65
+    c = choose_lr_range(lrs, train[None, :], valley_curves=held_out[None, :], **kw)
+    assert c.anchored_at_minimum and 10**-1.5 < c.lr_max < 10**-1.0  # the held-out valley's bottom
+    assert c.improvement == alone.improvement  # the improvement is still the training loss's
+    with pytest.raises(ValueError, match="valley_curves"):
+        choose_lr_range(lrs, train[None, :], valley_curves=held_out[None, :-1], **kw)
