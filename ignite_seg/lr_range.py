@@ -46,9 +46,9 @@ REGAIN_MIN_IMPROVEMENT = 0.3
 VALLEY_TOL = 0.25
 #: The bottom of the valley: the stretch around the minimum within this fraction of the improvement
 #: above it; its centre (in log LR) locates the minimum of a flat valley more steadily than the argmin.
-#: Measured on the benchmark's rescans (5 seeds, each the mean of 4 repeats; bench/RESULTS.md, tuner
-#: session 3): the centre's CV across seeds was 28% at 0.05 and 13% at 0.10 on the regression task, where
-#: the bottom is flat; a narrow band follows the noise in the bottom, a wide one the valley's walls.
+#: Measured on the benchmark's `fast` rescans (5 seeds, each the mean of 4 repeats; bench/RESULTS.md,
+#: tuner session 3): on the regression task, whose bottom is flat, the lr_end CV across seeds was 28% at
+#: 0.05 and 17% at 0.10; a narrow band follows the noise in the bottom, a wide one the valley's walls.
 VALLEY_BOTTOM_TOL = 0.10
 
 
