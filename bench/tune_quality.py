@@ -16,6 +16,9 @@ Parts:
 * ``speed``: ``train(..., "fastest", trials=2, analysis="none", cores=2)`` on digits, 3 times,
   each with a fresh process pool: the tuning wall time (from misc.json) and the whole call.
 
+* ``stability`` (not in ``all``): tune only, ``--seeds`` seeds (10) per preset: the lr_end CV over
+  all seeds and over those at the most common batch size (the range test's own spread).
+
 * ``reeval``: the grid's 3 best cells re-run with 10 fresh seeds (the grid-best is the maximum of
   50 noisy means, so it overstates its own recipe: the winner's curse).
 
@@ -237,6 +240,47 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
     return out
 
 
+def part_stability(runner: Any, name: str, presets: list[str], seeds: int = 10) -> dict[str, Any]:
+    """Tune only (no trials) with each preset and ``seeds`` seeds: how the choice varies.
+
+    Besides the lr_end CV over all seeds, the CV over the seeds that chose the most common batch
+    size: the LR is scaled linearly with the batch size, so one seed whose noise scale falls on the
+    other side of a batch-grid boundary doubles or halves its lr_end; at one batch size the CV is the
+    range test's own spread.
+    """
+    from ignite_seg.folder import RunFolder
+    from ignite_seg.hparams import get_preset
+    from ignite_seg.tuner import tune
+
+    task = TASKS[name]
+    out: dict[str, Any] = {}
+    for preset in presets:
+        chosen, walls = [], []
+        for seed in range(seeds):
+            with tempfile.TemporaryDirectory(prefix="ignite_seg_bench_") as tmp:
+                t0 = time.perf_counter()
+                chosen.append(tune(runner, RunFolder(tmp), get_preset(preset), _specs(task),
+                                   accuracy_style=task["style"], facts=_facts(task), seed=seed, device="cpu"))
+                walls.append(time.perf_counter() - t0)
+        lr_end = np.array([hp.lr_end for hp in chosen])
+        bss = np.array([hp.batch_size for hp in chosen])
+        values, counts = np.unique(bss, return_counts=True)
+        modal = int(values[np.argmax(counts)])
+        at_modal = lr_end[bss == modal]
+        res = {
+            "preset": preset, "seeds": seeds, "lr_end": lr_end.tolist(), "batch_sizes": bss.tolist(),
+            "lr_end_cv": float(lr_end.std() / lr_end.mean()), "modal_batch": modal,
+            "lr_end_cv_at_modal_batch": float(at_modal.std() / at_modal.mean()), "n_at_modal_batch": int(at_modal.size),
+            "tuning_wall_seconds": walls,
+        }
+        out[preset] = res
+        print(f"[stability {preset} {name}] {seeds} seeds: lr_end CV {100 * res['lr_end_cv']:.0f}%, "
+              f"{100 * res['lr_end_cv_at_modal_batch']:.0f}% over the {at_modal.size} at batch {modal}; "
+              f"batches {bss.tolist()}, lr_end {np.round(lr_end, 4).tolist()}, tuning wall {np.mean(walls):.2f} s",
+              flush=True)
+    return out
+
+
 def part_speed(repeats: int = 3) -> list[dict[str, Any]]:
     import ignite_seg
 
@@ -260,10 +304,11 @@ def part_speed(repeats: int = 3) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", default="all", choices=["grid", "reeval", "presets", "speed", "all"])
+    parser.add_argument("--part", default="all", choices=["grid", "reeval", "presets", "stability", "speed", "all"])
     parser.add_argument("--tasks", default="digits,regression")
     parser.add_argument("--presets", default="fastest,fast,slow,slowest")
     parser.add_argument("--out", default="out/bench")
+    parser.add_argument("--seeds", type=int, default=10, help="tuning seeds of the stability part")
     args = parser.parse_args()
     import logging
 
@@ -288,6 +333,11 @@ def main() -> None:
                     path = out / f"presets_{name}.json"
                     old = json.loads(path.read_text()) if path.exists() else {}
                     path.write_text(json.dumps({**old, **res}, indent=1))
+    if args.part == "stability":
+        with TaskRunner(2) as runner:
+            for name in args.tasks.split(","):
+                res = part_stability(runner, name, args.presets.split(","), args.seeds)
+                (out / f"stability_{name}.json").write_text(json.dumps(res, indent=1))
     if args.part in ("speed", "all"):
         (out / "speed.json").write_text(json.dumps(part_speed(), indent=1))
 

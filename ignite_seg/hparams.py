@@ -277,8 +277,8 @@ def _fastest() -> HyperparameterSettings:
     Its 3-epoch sweeps are too short for the held-out loss: there the range came out 25% lower on the
     regression benchmark (val 0.867 vs 0.895), and per-repeat initialisations moved the noise scale
     across a batch-grid boundary on one digits seed (bench/RESULTS.md, tuner session 2). A third
-    repeat (was 2) halved the spread of lr_end at a given batch size over 10 seeds (regression CV
-    27% -> 17%, digits 7% -> 4.5%; tuner session 3) for ~0.5 s more on a warm 2-core pool.
+    repeat (was 2) narrowed the spread of lr_end at a given batch size over 10 seeds (regression CV
+    25% -> 18%, digits 7% -> 4.5%; tuner session 3) for ~0.5 s more on a warm 2-core pool.
     """
     return HyperparameterSettings(lr_min_inits=3, lr_shared_init=True, lr_choose_on="train", lr_sweep_len=3.0,
                                   lr_sweep_min_iters=150, batch_pts=0)
