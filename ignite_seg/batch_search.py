@@ -18,8 +18,12 @@ import numpy as np
 
 __all__ = [
     "batch_grid", "centre_batch", "batch_candidates", "halving_survivors", "rank_scores", "rank_with_ties",
-    "scale_lr",
+    "not_worse_paired", "scale_lr",
 ]
+
+#: One-sided 95% quantiles of Student's t for 1..30 degrees of freedom (the normal's 1.645 beyond).
+T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
+       1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697)
 
 
 def batch_grid(batch_start: int, batch_end: int, step: float = 2.0) -> list[int]:
@@ -84,8 +88,38 @@ def rank_scores(perfs: np.ndarray, losses: np.ndarray, by: Literal["loss", "perf
     return np.lexsort((-p, ls)) if by == "loss" else np.lexsort((ls, -p))
 
 
+def not_worse_paired(values: np.ndarray, best: int, lower_is_better: bool = True) -> np.ndarray:
+    """Per candidate (column of ``values``, repeats x candidates): True where it is not worse than
+    column ``best`` at 95% by a one-sided paired t-test over the repeats both completed.
+
+    Repeat ``r`` of every candidate starts from the same seeded initialisation, so the per-repeat
+    differences cancel what the initialisation contributes. Fewer than 2 pairs: False (no test).
+
+    Example:
+        >>> not_worse_paired(np.array([[0.20, 0.21, 0.30], [0.22, 0.22, 0.33]]), 0).tolist()
+        [True, True, False]
+    """
+    values = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    sign = 1.0 if lower_is_better else -1.0
+    out = np.zeros(values.shape[1], dtype=bool)
+    for c in range(values.shape[1]):
+        both = np.isfinite(values[:, c]) & np.isfinite(values[:, best])
+        n = int(both.sum())
+        if c == best:
+            out[c] = n > 0
+            continue
+        if n < 2:
+            continue
+        d = sign * (values[both, c] - values[both, best])  # > 0: worse than the best
+        se = float(np.std(d, ddof=1)) / math.sqrt(n)
+        t = T95[n - 2] if n - 1 <= len(T95) else 1.645
+        out[c] = float(d.mean()) <= t * se
+    return out
+
+
 def rank_with_ties(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.ndarray,
-                   by: Literal["loss", "perf"] = "loss", tie_tol: float = 0.0) -> np.ndarray:
+                   by: Literal["loss", "perf"] = "loss", tie_tol: float = 0.0,
+                   paired_test: bool = False) -> np.ndarray:
     """Candidate indices from best to worst, where the ones *tied* with the best come first,
     smallest batch size first, then the rest as :func:`rank_scores` orders them.
 
@@ -95,7 +129,10 @@ def rank_with_ties(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.nd
     apart (their order changes from seed to seed), so the noise-scale model decides: at a fixed
     number of examples a smaller batch makes more progress per example (McCandlish et al. 2018,
     eq. 2.11). Used at every rung of the successive halving, this makes the choice repeatable;
-    with ``tie_tol=0`` it is :func:`rank_scores`.
+    with ``tie_tol=0`` it is :func:`rank_scores`. With ``paired_test``, a candidate also ties when
+    it is not worse than the best at 95% by a paired t-test over the repeats
+    (:func:`not_worse_paired`): with a few repeats a 3% lead can be noise, and a smaller one a
+    consistent difference.
 
     Example:
         >>> rank_with_ties([8, 16, 32], np.array([[0.95, 0.96, 0.9]]), np.array([[0.202, 0.200, 0.3]]), "loss", 0.03)
@@ -115,6 +152,8 @@ def rank_with_ties(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.nd
         tied = score <= score[best] + tie_tol * abs(score[best])
     else:
         tied = score >= score[best] - tie_tol * abs(score[best])
+    if paired_test:
+        tied |= not_worse_paired(np.atleast_2d(losses if by == "loss" else perfs), best, by == "loss")
     tied &= np.isfinite(score)
     first = [int(i) for i in np.flatnonzero(tied)[np.argsort(bss[tied], kind="stable")]]
     return np.asarray(first + [int(i) for i in ranked if not tied[i]])

@@ -131,6 +131,8 @@ class HyperparameterSettings(JsonRecord):
        candidates within ``batch_tie_tol`` (relative) of the best are ties and rank smallest batch
        first: short runs cannot order them, and at a fixed number of examples the smaller batch
        makes more progress per example (the noise-scale model); this keeps the choice repeatable.
+       With ``batch_tie_test`` and 2 or more repeats, a candidate also ties when a one-sided
+       paired t-test over the repeats (same initialisation per repeat) does not find it worse at 95%.
        ``batch_pts=0`` takes the grid point nearest that centre without runs.
     3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``);
        when that is ``initial_batch_size`` the rescan's repeats are pooled with the first sweep's.
@@ -177,6 +179,7 @@ class HyperparameterSettings(JsonRecord):
     batch_eta: int = 2
     batch_score: Literal["loss", "perf"] = "loss"
     batch_tie_tol: float = 0.03
+    batch_tie_test: bool = True
     rescan_lr_after_bs: bool = False
     # schedule of the final trials
     train_examples: int = 30_000
@@ -225,10 +228,11 @@ class HyperparameterSettings(JsonRecord):
             raise ConfigError(
                 f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."
             )
-        if not isinstance(self.lr_shared_init, bool):
-            raise ConfigTypeError(
-                f"HyperparameterSettings.lr_shared_init must be True or False, got {self.lr_shared_init!r}."
-            )
+        for name in ("lr_shared_init", "batch_tie_test"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigTypeError(
+                    f"HyperparameterSettings.{name} must be True or False, got {getattr(self, name)!r}."
+                )
         if self.lr_choose_on not in ("holdout", "train"):
             raise ConfigError(
                 f"HyperparameterSettings.lr_choose_on must be 'holdout' or 'train', got {self.lr_choose_on!r}."

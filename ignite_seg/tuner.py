@@ -138,8 +138,10 @@ def tune(
         search = _batch_search(runner, recipe, settings, cands, lr_min, lr_max, seed, misc)
         batch_size = search.chosen
         reason = (f"best held-out {settings.batch_score} of {len(cands)} candidates after successive halving "
-                  f"(eta={settings.batch_eta}); at each rung, ties within {settings.batch_tie_tol} rank the smaller "
-                  "batch first")
+                  f"(eta={settings.batch_eta}); at each rung, ties within {settings.batch_tie_tol}"
+                  + (" or not worse at 95% by a paired t-test over the repeats"
+                     if settings.batch_tie_test and settings.batch_rn_min_inits > 1 else "")
+                  + " rank the smaller batch first")
     logger.info("batch size %d (%s)", batch_size, reason)
     write_npz(rf.hparams / "bs_vs_perf.npz", **search.bs_vs_perf(noise, sweep))
     write_npz(rf.hparams / "bs_sampled.npz", **search.bs_sampled())
@@ -464,7 +466,8 @@ def _batch_search(
                 "or skip the candidate runs with batch_pts=0."
             )
         # candidates tied with the best (within batch_tie_tol) rank first, the smallest batch first
-        ranked = [int(i) for i in rank_with_ties(cands, perfs, losses, s.batch_score, s.batch_tie_tol)
+        ranked = [int(i) for i in rank_with_ties(cands, perfs, losses, s.batch_score, s.batch_tie_tol,
+                                                 paired_test=s.batch_tie_test)
                   if i in set(alive.tolist())]
         by_score = [int(i) for i in rank_scores(perfs, losses, s.batch_score) if i in set(alive.tolist())]
         search.rung_budgets.append(budget)
@@ -485,7 +488,8 @@ def _batch_search(
         if ranked[0] != by_score[0]:
             search.rungs[-1]["tie"] = (
                 f"batch {cands[ranked[0]]} is within batch_tie_tol={s.batch_tie_tol} of the best scored "
-                f"{cands[by_score[0]]} ({s.batch_score}); ties rank the smaller batch size first")
+                f"{cands[by_score[0]]} ({s.batch_score})" + (" or not worse at 95% by a paired t-test over the "
+                "repeats" if s.batch_tie_test and repeats > 1 else "") + "; ties rank the smaller batch size first")
         misc.record("batch_size", {"candidates": cands, "rungs": search.rungs, "state": "running"})
         if len(survivors) == 1:
             search.chosen = cands[int(survivors[0])]

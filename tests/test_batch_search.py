@@ -11,6 +11,7 @@ from ignite_seg.batch_search import (
     batch_grid,
     centre_batch,
     halving_survivors,
+    not_worse_paired,
     rank_scores,
     rank_with_ties,
     scale_lr,
@@ -89,6 +90,28 @@ def test_ties_at_a_pruning_rung_keep_the_smaller_batches():
     assert rank_with_ties(bss, perfs, losses, "loss", 0.0).tolist() == rank_scores(perfs, losses, "loss").tolist()
     # outside the tolerance the order is by score
     assert rank_with_ties(bss, perfs, np.array([[0.30, 0.20, 0.1485, 0.40]]), "loss", 0.03).tolist() == [2, 1, 0, 3]
+
+
+def test_paired_test_ties_a_noisy_lead_and_keeps_a_consistent_one():
+    # 3 repeats (one initialisation each, shared by the candidates); losses of batches 8, 16, 32
+    bss = [8, 16, 32]
+    # 32 leads by 3.6% on average, but repeat 2 reverses it: not worse at 95%, so 16 ties
+    noisy = np.array([[0.1000, 0.1000, 0.0906], [0.0897, 0.0897, 0.0900], [0.0962, 0.0962, 0.0950]])
+    # 32 leads by ~3% in every repeat: a consistent difference, no tie, though under 3.5%
+    steady = np.array([[0.1267, 0.1267, 0.1229], [0.1317, 0.1313, 0.1269], [0.1312, 0.1305, 0.1266]])
+    perfs = np.zeros((3, 3))
+    assert not_worse_paired(noisy, 2).tolist() == [True, True, True]
+    assert not_worse_paired(steady, 2).tolist() == [False, False, True]
+    assert rank_with_ties(bss, perfs, noisy, "loss", 0.03, paired_test=True)[0] == 0
+    assert rank_with_ties(bss, perfs, noisy, "loss", 0.03)[0] == 2  # the fixed 3% band alone: 32
+    assert rank_with_ties(bss, perfs, steady, "loss", 0.03, paired_test=True)[0] == 2
+    # perf (higher is better) and a single repeat (no test possible: the band alone decides)
+    assert not_worse_paired(-noisy, 2, lower_is_better=False).tolist() == [True, True, True]
+    assert not_worse_paired(noisy[:1], 2).tolist() == [False, False, True]
+    # a repeat missing for one candidate is left out of its pairs
+    gappy = noisy.copy()
+    gappy[1, 0] = np.nan
+    assert not_worse_paired(gappy, 2)[0]
 
 
 def test_linear_lr_scaling():
