@@ -49,7 +49,16 @@ def _f(a: Any) -> np.ndarray:
     return np.asarray(a, dtype=np.float64).ravel()
 
 
-def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str) -> tuple[str, ...]:
+def _step(misc: Any, *names: str) -> Mapping[str, Any]:
+    """The first of ``misc.json``'s ``steps`` entries ``names`` that was recorded, else ``{}``."""
+    steps = misc.get("steps", {}) if isinstance(misc, Mapping) else {}
+    for name in names:
+        if isinstance(steps.get(name), Mapping):
+            return steps[name]
+    return {}
+
+
+def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str, misc: Any = None) -> tuple[str, ...]:
     if hp_kind == "fixed":
         return ("given by the user (FixedHyperparameters): no LR range test was run",)
     if lr is None:
@@ -67,6 +76,9 @@ def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str) -> tuple[str, ...]:
         + ("held-out loss (a slice of the training set, measured after every step)" if held_out else "loss")
         + " against log LR",
     ]
+    if _step(misc, "lr_rescan", "lr_range").get("anchored_at_loss_minimum"):
+        out.append("lr_max is the centre of the valley's bottom: the loss crept up past its minimum without "
+                   "diverging, so the range ends at the minimum (located on the held-out loss)")
     deriv = _f(lr.get("loss_deriv", []))
     if deriv.size == lrs.size and np.isfinite(deriv).any():
         k = int(np.nanargmin(deriv))
@@ -80,10 +92,12 @@ def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _bs_evidence(bs: Mapping[str, Any] | None, sampled: Mapping[str, Any] | None, hp_kind: str) -> tuple[str, ...]:
+def _bs_evidence(bs: Mapping[str, Any] | None, sampled: Mapping[str, Any] | None, hp_kind: str,
+                 misc: Any = None) -> tuple[str, ...]:
     if hp_kind == "fixed":
         return ("given by the user (FixedHyperparameters): no batch-size search was run",)
     out: list[str] = []
+    reason = _step(misc, "batch_size").get("reason")
     if bs is not None:
         ns = _f(bs.get("noise_scale", np.nan))
         vals = _f(bs.get("noise_scale_values", []))
@@ -104,11 +118,15 @@ def _bs_evidence(bs: Mapping[str, Any] | None, sampled: Mapping[str, Any] | None
                 col = col[np.isfinite(col)]
                 bud = f", {fmt(budget[j], 2)} ep" if budget.size == cand.size else ""
                 parts.append(f"{int(b)}: {fmt(float(col.mean()), 4)}{bud}" if col.size else f"{int(b)}: pruned")
-            out.append(f"candidates (batch: mean score{', budget' if budget.size == cand.size else ''}): "
+            out.append(f"candidates (batch: mean short-run held-out perf{', budget' if budget.size == cand.size else ''}): "
                        + "; ".join(parts))
             ch = _f(sampled.get("chosen", np.nan))
             if ch.size and np.isfinite(ch[0]):
-                out.append(f"best candidate: {int(ch[0])} (highest mean short-run score)")
+                out.append(f"chosen: {int(ch[0])} ({reason})" if reason else
+                           f"chosen: {int(ch[0])} (by the short-run scores)")
+                reason = None
+    if reason:  # no candidate runs to show (batch_pts=0): the rule alone
+        out.append(f"chosen by the rule: {reason}")
     if not out:
         out.append("no batch-size evidence recorded (hparams/bs_vs_perf.npz and bs_sampled.npz are missing "
                    "or empty; the preset may skip the candidate runs)")
@@ -140,7 +158,7 @@ def summary_info(
     """Everything the summary says, from the folder's records (pure)."""
     hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
     hp = dict(final_hp or {})
-    lr_ev, bs_ev = _lr_evidence(lr, hp_kind), _bs_evidence(bs, bs_sampled, hp_kind)
+    lr_ev, bs_ev = _lr_evidence(lr, hp_kind, misc), _bs_evidence(bs, bs_sampled, hp_kind, misc)
     evidence = {"lr_start": lr_ev, "lr_end": lr_ev, "batch_size": bs_ev}
     sched = ("given by the user (FixedHyperparameters)",) if hp_kind == "fixed" else (
         "from the dataset size and the preset (min/max epochs); see misc.json",)

@@ -47,6 +47,26 @@ def test_summary_info_statistics_and_problems():
     assert any("96: 0.87" in line and "128: pruned" in line for line in info.evidence["batch_size"])
 
 
+def test_summary_evidence_states_the_tuners_rules_from_misc_json():
+    # misc.json as the tuner writes it: the batch size's rule and whether the range was anchored
+    misc = {"steps": {
+        "lr_range": {"anchored_at_loss_minimum": False},
+        "lr_rescan": {"anchored_at_loss_minimum": True},
+        "batch_size": {"reason": "best held-out loss of 5 candidates after successive halving (eta=2)"},
+    }}
+    info = _info(misc=misc)
+    assert "chosen: 64 (best held-out loss of 5 candidates after successive halving (eta=2))" in \
+        info.evidence["batch_size"]
+    assert any("centre of the valley's bottom" in line for line in info.evidence["lr_end"])
+    # fastest: no candidate runs, the rule alone; a first sweep that was not anchored says nothing of it
+    fastest = {"steps": {"lr_range": {"anchored_at_loss_minimum": False},
+                         "batch_size": {"reason": "batch_pts=0: the grid batch size nearest 0.25 x the noise scale"}}}
+    info = _info(misc=fastest, bs_sampled=None)
+    assert info.evidence["batch_size"][-1] == "chosen by the rule: batch_pts=0: the grid batch size nearest 0.25 x " \
+        "the noise scale"
+    assert not any("valley" in line for line in info.evidence["lr_end"])
+
+
 def test_summary_info_fixed_hyperparameters_say_so():
     info = _info(run={**RUN, "hyperparameters": {"kind": "fixed"}}, misc=None, lr=None, bs=None, bs_sampled=None)
     assert info.evidence["lr_start"] == ("given by the user (FixedHyperparameters): no LR range test was run",)
