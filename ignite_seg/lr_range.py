@@ -235,6 +235,8 @@ class LRRangeChoice:
     #: minimum without diverging), so the window was anchored at the minimum and ``lr_max`` is the
     #: centre of the valley's bottom
     anchored_at_minimum: bool = False
+    #: True when the valley was located on ``valley_curves`` (given, and finite where used)
+    valley_on_other_curves: bool = False
 
 
 def choose_lr_range(
@@ -390,6 +392,7 @@ def choose_lr_range(
         improvement=float(improvement),
         hit_end=hi == n_valid - 1,
         anchored_at_minimum=x_stop is not None,
+        valley_on_other_curves=valley is not valid,
     )
 
 

@@ -333,7 +333,8 @@ def _lr_range_test(
         "repeats_ok": len(ok) - len(pooled), "pooled_repeats": len(pooled),
         "init_seeds": init_seeds, "shared_init": s.lr_shared_init,
         "chosen_on": "held-out loss (train-set slice)" if held_out else "training loss",
-        "valley_located_on": "held-out loss (train-set slice)", "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
+        "valley_located_on": "held-out loss (train-set slice)" if held_out or choice.valley_on_other_curves
+        else "training loss (the held-out loss was not finite)", "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
         "steepest_lr": choice.steepest_lr, "steepest_slope_per_decade": choice.steepest_slope,
         "relative_improvement": choice.improvement, "stopped_lr": stopped, "cut_lr": choice.diverged_lr,
         "task_seconds": [r.seconds for r in ordered], "prepare_seconds": [r.prepare_seconds for r in ordered],

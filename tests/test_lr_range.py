@@ -303,6 +303,11 @@ def test_valley_curves_locate_the_minimum_that_a_noisy_training_loss_misplaces()
     assert alone.anchored_at_minimum and alone.lr_max < 10**-1.65
     c = choose_lr_range(lrs, train[None, :], valley_curves=held_out[None, :], **kw)
     assert c.anchored_at_minimum and 10**-1.5 < c.lr_max < 10**-1.0  # the held-out valley's bottom
+    assert c.valley_on_other_curves and not alone.valley_on_other_curves
+    # a held-out loss that is not finite where it is needed is not used
+    broken = held_out.copy()
+    broken[200] = np.nan
+    assert not choose_lr_range(lrs, train[None, :], valley_curves=broken[None, :], **kw).valley_on_other_curves
     assert c.improvement == alone.improvement  # the improvement is still the training loss's
     with pytest.raises(ValueError, match="valley_curves"):
         choose_lr_range(lrs, train[None, :], valley_curves=held_out[None, :-1], **kw)
