@@ -334,7 +334,8 @@ def _lr_range_test(
         "init_seeds": init_seeds, "shared_init": s.lr_shared_init,
         "chosen_on": "held-out loss (train-set slice)" if held_out else "training loss",
         "valley_located_on": "held-out loss (train-set slice)" if held_out or choice.valley_on_other_curves
-        else "training loss (the held-out loss was not finite)", "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
+        else "training loss (the held-out loss was not finite)",
+        "smooth_window": window, "stop_ema_weight": smooth_f, "lr_min": choice.lr_min, "lr_max": choice.lr_max,
         "steepest_lr": choice.steepest_lr, "steepest_slope_per_decade": choice.steepest_slope,
         "relative_improvement": choice.improvement, "stopped_lr": stopped, "cut_lr": choice.diverged_lr,
         "task_seconds": [r.seconds for r in ordered], "prepare_seconds": [r.prepare_seconds for r in ordered],
@@ -466,7 +467,8 @@ def _batch_search(
                 f"every batch-size candidate run failed; the first error was:\n{first.error}\nFix the loaders, "
                 "or skip the candidate runs with batch_pts=0."
             )
-        # candidates tied with the best (within batch_tie_tol) rank first, the smallest batch first
+        # candidates tied with the best (within batch_tie_tol, or not worse by the paired test over the
+        # repeats) rank first, the smallest batch first
         ranked = [int(i) for i in rank_with_ties(cands, perfs, losses, s.batch_score, s.batch_tie_tol,
                                                  paired_test=s.batch_tie_test)
                   if i in set(alive.tolist())]
