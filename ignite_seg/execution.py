@@ -192,6 +192,7 @@ class TaskRunner:
         return self.executor.submit(fn, task)
 
     def _drain_started(self) -> dict[Hashable, int]:
+        """The ``(task key, worker pid)`` announcements queued so far."""
         started: dict[Hashable, int] = {}
         while self._queue is not None and not self._queue.empty():
             key, pid = self._queue.get()
@@ -216,6 +217,9 @@ class TaskRunner:
                 task = pending.popleft()
                 inflight[self._submit(fn, key(task), task)] = task
             done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+            # read the announcements as they come: nobody else empties the queue's pipe, and once
+            # it is full every worker blocks in its next announcement (after ~1000 tasks per pool)
+            pids.update(self._drain_started())
             broken: list[T] = []
             for fut in done:
                 task = inflight.pop(fut)
