@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["two_batch_estimates", "ema", "running_noise_scale", "noise_scale", "typical_noise_scale"]
+__all__ = [
+    "two_batch_estimates", "ema", "running_noise_scale", "noise_scale", "typical_noise_scale", "pooled_noise_scale",
+]
 
 
 def two_batch_estimates(
@@ -108,3 +110,43 @@ def typical_noise_scale(running: np.ndarray, mask: np.ndarray | None = None) -> 
     if mask is not None:
         keep &= np.asarray(mask, dtype=bool)
     return float(np.median(running[keep])) if keep.any() else float("nan")
+
+
+def pooled_noise_scale(
+    sq_small: np.ndarray, sq_big: np.ndarray, b_small: float, b_big: float, beta: float, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
+    """Noise scale from several sweeps ``(R, P)``: each repeat's running estimate, then one median.
+
+    Each repeat (row) gets its own running estimate (:func:`running_noise_scale`: its own EMA of
+    numerator and denominator), and the value is the median over every repeat's points (where
+    ``mask``, finite and positive, and where the repeat measured: NaN padding after a repeat
+    stopped does not count). Averaging the squared norms of repeats from different
+    initialisations before dividing would let the repeat with the largest ``|G|²`` (the one
+    whose initialisation lies furthest from a minimum) set the denominator for all of them.
+    Returns the per-point median over repeats (P,) and the value (NaN if no point qualifies).
+
+    Example:
+        Two repeats with ``tr(Σ) = 40``, one with ``|G|² = 1`` (noise scale 40), one with ``|G|² = 10`` (4):
+
+        >>> sq_s = np.array([[5.0, 5.0], [14.0, 14.0]]); sq_b = np.array([[2.0, 2.0], [11.0, 11.0]])
+        >>> curve, value = pooled_noise_scale(sq_s, sq_b, 10, 40, 0.5)
+        >>> round(value, 2), np.round(curve, 2).tolist()
+        (22.0, [22.0, 22.0])
+        >>> round(float(running_noise_scale(sq_s.mean(0), sq_b.mean(0), 10, 40, 0.5)[0]), 2)  # mean norms
+        7.27
+    """
+    sq_small = np.atleast_2d(np.asarray(sq_small, dtype=np.float64))
+    sq_big = np.atleast_2d(np.asarray(sq_big, dtype=np.float64))
+    running = np.vstack([running_noise_scale(s, b, b_small, b_big, beta) for s, b in zip(sq_small, sq_big)])
+    # a point counts where its repeat measured there (the EMA carries over NaN padding after a stop)
+    keep = np.isfinite(running) & (running > 0) & np.isfinite(sq_small) & np.isfinite(sq_big)
+    if mask is not None:
+        keep &= np.asarray(mask, dtype=bool)[None, :]
+    positive = np.where(keep, running, np.nan)
+    with np.errstate(invalid="ignore"):
+        counts = keep.sum(axis=0)
+        curve = np.full(running.shape[1], np.nan)
+        if counts.any():
+            curve[counts > 0] = np.nanmedian(positive[:, counts > 0], axis=0)
+    value = float(np.median(running[keep])) if keep.any() else float("nan")
+    return curve, value

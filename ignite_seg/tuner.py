@@ -23,8 +23,8 @@ Files in ``hparams/`` (arrays: ``R`` repeats, ``P`` sweep points, ``B``/``C`` ba
   at the first sweep's own batch size pools its repeats with the first sweep's: its first rows
   are the first sweep's repeats, then the rescan's.
 * ``bs_vs_perf.npz``: ``bss`` (B,), ``perfs`` (R,B) first-rung scores, ``perfs_smoothed`` (B,),
-  ``bs_range`` (2,), ``noise_scale`` (), ``noise_scale_lrs``/``noise_scale_values`` (K,);
-  also ``batch_size`` () (the choice).
+  ``bs_range`` (2,), ``noise_scale`` (), ``noise_scale_lrs``/``noise_scale_values`` (K,) (per
+  sweep point, the median of the repeats' running estimates); also ``batch_size`` () (the choice).
 * ``bs_sampled.npz``: ``bss`` (C,), ``scores`` (R,C) held-out perf at the deciding rung (NaN
   where pruned earlier), ``budget_epochs`` (C,), ``chosen`` (); also ``losses`` (R,C) the
   held-out losses beside ``scores``, ``rung_scores``/``rung_losses`` (N,R,C) and ``rung_budgets`` (N,).
@@ -49,7 +49,7 @@ from .folder import RunFolder
 from .hparams import FixedHyperparameters, HyperparameterSettings
 from .loaders import LoaderSpec
 from .lr_range import LRRangeChoice, choose_lr_range, geometric_lrs, log_lr_derivative, mean_curve, smooth_curves
-from .noise_scale import running_noise_scale, typical_noise_scale
+from .noise_scale import pooled_noise_scale
 from .schedule import choose_schedule
 from .smoothing import moving_average
 from .sweeps import BatchRunResult, BatchRunTask, LRSweepResult, LRSweepTask, RecipeSpec, run_batch_trial, run_lr_sweep
@@ -126,8 +126,8 @@ def tune(
     # -- 2. noise scale, then batch-size candidates ---------------------------------------------
     noise = sweep.noise_scale
     centre = noise * settings.noise_batch_frac
-    logger.info("gradient noise scale B_simple ~ %.4g (median along the sweep before divergence); batch sizes "
-                "around %.3g x %.4g = %.4g", noise, settings.noise_batch_frac, noise, centre)
+    logger.info("gradient noise scale B_simple ~ %.4g (median of the repeats' running estimates before "
+                "divergence); batch sizes around %.3g x %.4g = %.4g", noise, settings.noise_batch_frac, noise, centre)
     if settings.batch_pts == 0:
         batch_size = centre_batch(centre, settings.batch_start, settings.batch_end, settings.batch_step, fallback=b0)
         search = _BatchSearch.skipped(batch_size, settings.batch_rn_min_inits)
@@ -309,12 +309,11 @@ def _lr_range_test(
     stopped = np.array([
         float(r.arrays["lrs"][-1]) if r.status == "diverged" and r.arrays["lrs"].size else np.nan for r in ok
     ])
-    # noise scale: running estimate along the sweep, and one value over the chosen range
+    # noise scale: each repeat's running estimate along the sweep, one median over all of them
     b_small = float(batch_size) / s.noise_chunks
-    sq_small, sq_big = _nanmean0(stacked["sq_small"]), _nanmean0(stacked["sq_big"])
     if chunks > 1 and batch_size >= 2 * chunks:
-        running = running_noise_scale(sq_small, sq_big, b_small, float(batch_size), s.noise_ema_beta)
-        value = typical_noise_scale(running, np.arange(iterations) < choice.n_valid)
+        running, value = pooled_noise_scale(stacked["sq_small"], stacked["sq_big"], b_small, float(batch_size),
+                                            s.noise_ema_beta, np.arange(iterations) < choice.n_valid)
     else:
         running, value = np.full(iterations, np.nan), float("nan")
     keep = np.isfinite(running)
@@ -344,7 +343,7 @@ def _lr_range_test(
         "rule": f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
                 f"within {s.lr_window_decades} decades below the last usable lr and not past the valley floor",
         "noise_scale": value,
-        "noise_scale_rule": "median of the running EMA estimate before divergence" if chunks > 1
+        "noise_scale_rule": "median over every repeat's running EMA estimate before divergence" if chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",
         "noise_b_small": b_small, "noise_b_big": batch_size,
     }

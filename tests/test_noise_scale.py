@@ -4,7 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ignite_seg.noise_scale import ema, noise_scale, running_noise_scale, two_batch_estimates, typical_noise_scale
+from ignite_seg.noise_scale import (
+    ema,
+    noise_scale,
+    pooled_noise_scale,
+    running_noise_scale,
+    two_batch_estimates,
+    typical_noise_scale,
+)
 
 
 def batch_sq_norms(rng, g, sigma, b, n):
@@ -79,3 +86,36 @@ def test_typical_noise_scale_is_robust_to_the_vanishing_gradient_at_a_minimum():
     true = dim / (dim * scales**2)  # tr(Σ)/|G|² along the sweep
     assert np.quantile(true, 0.3) < typical < np.quantile(true, 0.7)
     assert np.isnan(typical_noise_scale(run, np.zeros(2000, dtype=bool)))
+
+
+def test_pooled_noise_scale_is_the_median_repeat_not_the_one_with_the_largest_gradient():
+    # three repeats from different initialisations: tr(Σ) = 20 in each, |G|² = 0.5, 2 and 8, so
+    # their noise scales are 40, 10 and 2.5; the pooled value is the middle one
+    rng = np.random.default_rng(3)
+    dim, n = 20, 1500
+    sigma = np.ones(dim)
+    g2s = (0.5, 2.0, 8.0)
+    sq_s = np.array([batch_sq_norms(rng, np.full(dim, np.sqrt(g2 / dim)), sigma, 4, n) for g2 in g2s])
+    sq_b = np.array([batch_sq_norms(rng, np.full(dim, np.sqrt(g2 / dim)), sigma, 16, n) for g2 in g2s])
+    curve, value = pooled_noise_scale(sq_s, sq_b, 4, 16, 0.95)
+    assert 8 < value < 12.5
+    assert curve.shape == (n,) and 8 < np.nanmedian(curve[200:]) < 12.5
+    # averaging the squared norms first lets the largest |G|² set the denominator: 20 / 3.5 ≈ 5.7
+    mean_norms = typical_noise_scale(running_noise_scale(sq_s.mean(0), sq_b.mean(0), 4, 16, 0.95))
+    assert mean_norms < 7
+
+
+def test_pooled_noise_scale_ignores_padding_after_a_stop_and_honours_the_mask():
+    rng = np.random.default_rng(4)
+    dim, n = 20, 1000
+    sigma = np.ones(dim)
+    small = np.full(dim, np.sqrt(8.0 / dim))  # noise scale 2.5
+    big = np.full(dim, np.sqrt(0.5 / dim))  # noise scale 40
+    sq_s = np.array([batch_sq_norms(rng, small, sigma, 4, n), batch_sq_norms(rng, big, sigma, 4, n)])
+    sq_b = np.array([batch_sq_norms(rng, small, sigma, 16, n), batch_sq_norms(rng, big, sigma, 16, n)])
+    sq_s[1, 100:] = sq_b[1, 100:] = np.nan  # the noise-scale-40 repeat stopped after 100 points
+    curve, value = pooled_noise_scale(sq_s, sq_b, 4, 16, 0.95)
+    assert value < 5  # 900 points of the first repeat against 100 of the second, not 1000 each
+    assert np.isnan(pooled_noise_scale(sq_s, sq_b, 4, 16, 0.95, np.zeros(n, dtype=bool))[1])
+    _, early = pooled_noise_scale(sq_s, sq_b, 4, 16, 0.95, np.arange(n) < 100)
+    assert 2.5 < early < 40  # both repeats count equally before the stop
