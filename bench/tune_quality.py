@@ -246,7 +246,8 @@ def part_stability(runner: Any, name: str, presets: list[str], seeds: int = 10) 
     Besides the lr_end CV over all seeds, the CV over the seeds that chose the most common batch
     size: the LR is scaled linearly with the batch size, so one seed whose noise scale falls on the
     other side of a batch-grid boundary doubles or halves its lr_end; at one batch size the CV is the
-    range test's own spread.
+    range test's own spread. Also the gradient noise scale each seed measured (``misc.json``), which
+    places the batch-size candidates.
     """
     from ignite_seg.folder import RunFolder
     from ignite_seg.hparams import get_preset
@@ -255,13 +256,15 @@ def part_stability(runner: Any, name: str, presets: list[str], seeds: int = 10) 
     task = TASKS[name]
     out: dict[str, Any] = {}
     for preset in presets:
-        chosen, walls = [], []
+        chosen, walls, noise = [], [], []
         for seed in range(seeds):
             with tempfile.TemporaryDirectory(prefix="ignite_seg_bench_") as tmp:
                 t0 = time.perf_counter()
                 chosen.append(tune(runner, RunFolder(tmp), get_preset(preset), _specs(task),
                                    accuracy_style=task["style"], facts=_facts(task), seed=seed, device="cpu"))
                 walls.append(time.perf_counter() - t0)
+                misc = json.loads((Path(tmp) / "hparams/misc.json").read_text())
+                noise.append(misc["steps"]["batch_size"]["noise_scale"])
         lr_end = np.array([hp.lr_end for hp in chosen])
         bss = np.array([hp.batch_size for hp in chosen])
         values, counts = np.unique(bss, return_counts=True)
@@ -271,12 +274,14 @@ def part_stability(runner: Any, name: str, presets: list[str], seeds: int = 10) 
             "preset": preset, "seeds": seeds, "lr_end": lr_end.tolist(), "batch_sizes": bss.tolist(),
             "lr_end_cv": float(lr_end.std() / lr_end.mean()), "modal_batch": modal,
             "lr_end_cv_at_modal_batch": float(at_modal.std() / at_modal.mean()), "n_at_modal_batch": int(at_modal.size),
-            "tuning_wall_seconds": walls,
+            "tuning_wall_seconds": walls, "noise_scale": noise,
+            "noise_scale_sd_log": float(np.nanstd(np.log(noise))),
         }
         out[preset] = res
         print(f"[stability {preset} {name}] {seeds} seeds: lr_end CV {100 * res['lr_end_cv']:.0f}%, "
               f"{100 * res['lr_end_cv_at_modal_batch']:.0f}% over the {at_modal.size} at batch {modal}; "
-              f"batches {bss.tolist()}, lr_end {np.round(lr_end, 4).tolist()}, tuning wall {np.mean(walls):.2f} s",
+              f"batches {bss.tolist()}, lr_end {np.round(lr_end, 4).tolist()}, noise scale {np.round(noise, 1).tolist()} "
+              f"(sd of its log {res['noise_scale_sd_log']:.2f}), tuning wall {np.mean(walls):.2f} s",
               flush=True)
     return out
 
