@@ -213,10 +213,21 @@ class TaskRunner:
         pids: dict[Hashable, int] = {}
         limit = self.capacity if self.owned else max(len(pending), 1)
         while pending or inflight:
+            pool_broken = False
             while pending and len(inflight) < limit:
                 task = pending.popleft()
-                inflight[self._submit(fn, key(task), task)] = task
-            done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                try:
+                    fut = self._submit(fn, key(task), task)
+                except BrokenProcessPool:
+                    # a worker died since the last wait (while the caller handled a result): the
+                    # task waits for the new pool; the in-flight ones fail and are sorted out below
+                    if not self.owned:
+                        raise
+                    pending.appendleft(task)
+                    pool_broken = True
+                    break
+                inflight[fut] = task
+            done, _ = wait(list(inflight), return_when=FIRST_COMPLETED) if inflight else (set(), set())
             # read the announcements as they come: nobody else empties the queue's pipe, and once
             # it is full every worker blocks in its next announcement (after ~1000 tasks per pool)
             pids.update(self._drain_started())
@@ -234,7 +245,7 @@ class TaskRunner:
                         yield lost
                 else:
                     raise exc
-            if broken:
+            if broken or (pool_broken and not inflight):
                 # Every other in-flight future of this pool fails too: collect them all.
                 for fut in list(inflight):
                     broken.append(inflight.pop(fut))

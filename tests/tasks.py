@@ -179,3 +179,20 @@ def inf_targets():
 
 def three():
     return 3
+
+
+def quick_or_dies_once(task: tuple):
+    """A task for the runner's own tests: ``("quick", v)`` returns ``v``; ``("dies_once", marker,
+    delay)`` kills its worker after ``delay`` seconds the first time (leaving ``marker``), and
+    returns ``"retried"`` when run again."""
+    import os
+    import time
+
+    if task[0] == "quick":
+        return task[1]
+    marker, delay = task[1], task[2]
+    if os.path.exists(marker):
+        return "retried"
+    open(marker, "w").close()
+    time.sleep(delay)
+    os._exit(9)

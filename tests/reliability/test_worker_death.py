@@ -44,3 +44,23 @@ def test_single_worker_pool_recovers_too(tmp_path, cores):
                            folder=tmp_path / "run", hyperparameters=FAST_HP, analysis="none",
                            trials=2, trials_strict=True, cores=cores, seed=0)
     assert [t.status for t in res.trials] == ["failed", "completed"]
+
+
+def test_worker_dying_while_the_caller_handles_a_result_is_retried(tmp_path):
+    # the first result comes back; while the caller holds it the other worker dies, so the pool is
+    # broken before the runner submits the next task: that task must wait for the new pool
+    import time
+
+    from tasks import quick_or_dies_once
+
+    from ignite_seg.execution import TaskRunner
+
+    marker = tmp_path / "died"
+    tasks = [("quick", 1), ("dies_once", str(marker), 0.3), ("quick", 2), ("quick", 3)]
+    with TaskRunner(2) as runner:
+        results = runner.map_unordered(quick_or_dies_once, tasks, key=lambda t: t[:2])
+        first = next(results)
+        time.sleep(2.0)
+        rest = list(results)
+    assert marker.exists() and first == 1
+    assert sorted(map(str, rest)) == ["2", "3", "retried"]
