@@ -142,11 +142,7 @@ def pooled_noise_scale(
     keep = np.isfinite(running) & (running > 0) & np.isfinite(sq_small) & np.isfinite(sq_big)
     if mask is not None:
         keep &= np.asarray(mask, dtype=bool)[None, :]
-    positive = np.where(keep, running, np.nan)
-    with np.errstate(invalid="ignore"):
-        counts = keep.sum(axis=0)
-        curve = np.full(running.shape[1], np.nan)
-        if counts.any():
-            curve[counts > 0] = np.nanmedian(positive[:, counts > 0], axis=0)
-    value = float(np.median(running[keep])) if keep.any() else float("nan")
-    return curve, value
+    curve = np.full(running.shape[1], np.nan)
+    cols = keep.any(axis=0)
+    curve[cols] = np.nanmedian(np.where(keep, running, np.nan)[:, cols], axis=0)
+    return curve, typical_noise_scale(running, keep)
