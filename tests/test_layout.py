@@ -1,0 +1,142 @@
+"""The package's shape, held by tests: module and function sizes, parameter counts, imports.
+
+Limits (docs/architecture.md): a module at most 450 lines; a function body at most 60 lines (120 for
+figure-drawing code in ``analysis/``); at most 8 parameters except the public entry points; no import
+cycles between modules.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ignite_seg"
+MAX_MODULE_LINES = 450
+MAX_BODY_LINES = 60
+MAX_FIGURE_BODY_LINES = 120
+MAX_PARAMS = 8
+ENTRY_POINTS = {"train", "tune"}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _functions(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines of the body, the docstring left out."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str) and len(body) > 1:
+        body = body[1:]
+    return (body[-1].end_lineno or body[-1].lineno) - body[0].lineno + 1
+
+
+def _n_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = fn.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    return len([n for n in names if n not in ("self", "cls")])
+
+
+def _is_figure_code(path: Path) -> bool:
+    return path.parent.name == "analysis"
+
+
+@pytest.mark.xfail(reason="issue 12: the re-housing is under way", strict=False)
+def test_modules_are_at_most_450_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in _modules()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+@pytest.mark.xfail(reason="issue 12: the re-housing is under way", strict=False)
+def test_function_bodies_are_short_and_take_few_parameters():
+    too_long, too_many = [], []
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        limit = MAX_FIGURE_BODY_LINES if _is_figure_code(path) else MAX_BODY_LINES
+        for fn in _functions(tree):
+            where = f"{path.relative_to(PACKAGE)}:{fn.name}"
+            if (n := _body_lines(fn)) > limit:
+                too_long.append(f"{where} ({n} lines)")
+            if fn.name not in ENTRY_POINTS and (k := _n_params(fn)) > MAX_PARAMS:
+                too_many.append(f"{where} ({k} parameters)")
+    assert not too_long and not too_many, (
+        f"function bodies over the limit: {too_long}; functions with more than {MAX_PARAMS} parameters: {too_many}"
+    )
+
+
+def _imports(path: Path) -> set[str]:
+    """The package modules ``path`` imports (at any depth of the file, lazy imports included)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("ignite_seg"):
+                continue
+            for alias in node.names:  # "from . import x" may name a module
+                cand = f"{mod}.{alias.name}"
+                found.add(cand if _exists(cand) else mod)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("ignite_seg"))
+    found.discard(name)
+    return {m for m in found if _exists(m)}
+
+
+def _exists(mod: str) -> bool:
+    rel = Path(*mod.split("."))
+    root = PACKAGE.parent
+    return (root / rel).with_suffix(".py").is_file() or (root / rel / "__init__.py").is_file()
+
+
+def test_no_import_cycles():
+    graph = {_module_name(p): _imports(p) for p in _modules()}
+    # a package's __init__ re-exporting its own modules is not a cycle of the layers
+    for mod, deps in graph.items():
+        graph[mod] = {d for d in deps if not mod.startswith(d + ".") or d == "ignite_seg"} - {"ignite_seg"}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(mod: str, stack: list[str]) -> None:
+        state[mod] = 1
+        for dep in sorted(graph.get(mod, ())):
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep):] + [dep] if dep in stack else [mod, dep])
+            elif dep not in state:
+                visit(dep, stack + [dep])
+        state[mod] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            visit(mod, [mod])
+    assert not cycles, f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("limit", [MAX_PARAMS])
+def test_the_limits_are_the_documented_ones(limit):
+    doc = (PACKAGE.parent / "docs" / "architecture.md")
+    if not doc.is_file():
+        pytest.skip("docs/architecture.md not written yet")
+    text = doc.read_text(encoding="utf-8")
+    assert str(MAX_MODULE_LINES) in text and str(MAX_BODY_LINES) in text and str(limit) in text
