@@ -1,0 +1,178 @@
+"""Perf as ignite ``Metric``s for the three accuracy styles, and the evaluator that measures them.
+
+"perf" is always higher-is-better:
+
+* ``classification``: argmax accuracy over dimension 1 of ``(N, C, *)`` outputs against ``(N, *)``
+  class indices (or one-hot ``(N, C, *)`` targets); targets equal to the loss's ``ignore_index``
+  (padding) are not counted. Per token / per pixel outputs are counted token by token.
+* ``multiclass``: multi-hot targets; each output is thresholded at 0 when it is a logit and at 0.5
+  when it is a probability (see :func:`multiclass_threshold`), averaged over labels per sample.
+* ``inv-loss``: ``1 / (1 + loss)``.
+
+Custom metrics are any ignite ``Metric`` fed ``(y_pred, y)``; the evaluator measures them beside
+``loss`` and ``perf``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Literal, Mapping
+
+import torch
+from ignite.engine import Engine, create_supervised_evaluator
+from ignite.exceptions import NotComputableError
+from ignite.metrics import Loss, Metric, MetricsLambda
+from ignite.metrics.metric import reinit__is_reduced, sync_all_reduce
+
+__all__ = [
+    "AccuracyStyle",
+    "ACCURACY_STYLES",
+    "TokenAccuracy",
+    "MultiLabelAccuracy",
+    "multiclass_threshold",
+    "perf_metric",
+    "create_evaluator",
+    "measure",
+]
+
+AccuracyStyle = Literal["classification", "multiclass", "inv-loss"]
+ACCURACY_STYLES: tuple[str, ...] = ("classification", "multiclass", "inv-loss")
+#: Names the evaluator gives its own metrics; custom metrics may not take them.
+RESERVED = ("loss", "perf")
+
+
+class TokenAccuracy(Metric):
+    """Argmax accuracy over dimension 1, counted per item (``(N, C)``) or per token (``(N, C, *)``).
+
+    Targets are class indices of shape ``(N, *)`` or one-hot/probabilities of the output's shape;
+    index targets equal to ``ignore_index`` are not counted.
+
+    Example:
+        >>> m = TokenAccuracy(ignore_index=-1)
+        >>> out = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 0.0, 1.0]]])  # (N=1, C=2, L=3)
+        >>> m.update((out, torch.tensor([[0, -1, 1]])))
+        >>> m.compute()
+        1.0
+    """
+
+    def __init__(self, ignore_index: int | None = None, output_transform: Callable[[Any], Any] = lambda x: x,
+                 device: str | torch.device = "cpu") -> None:
+        self.ignore_index = ignore_index
+        super().__init__(output_transform=output_transform, device=device)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._correct = torch.tensor(0, dtype=torch.long, device=self._device)
+        self._counted = torch.tensor(0, dtype=torch.long, device=self._device)
+
+    @reinit__is_reduced
+    def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
+        y_pred, y = output[0].detach(), output[1].detach()
+        pred = y_pred.argmax(dim=1)
+        if y.shape == y_pred.shape and y_pred.ndim >= 2:  # one-hot / probabilities
+            mask = torch.ones_like(pred, dtype=torch.bool)
+            y = y.argmax(dim=1)
+        else:
+            mask = y != self.ignore_index if self.ignore_index is not None else torch.ones_like(y, dtype=torch.bool)
+        self._correct += ((pred == y) & mask).sum().to(self._device)
+        self._counted += mask.sum().to(self._device)
+
+    @sync_all_reduce("_correct", "_counted")
+    def compute(self) -> float:
+        if int(self._counted) == 0:
+            raise NotComputableError("TokenAccuracy needs at least one counted target")
+        return float(self._correct) / float(self._counted)
+
+
+class MultiLabelAccuracy(Metric):
+    """Share of labels right per sample (outputs thresholded), averaged over samples.
+
+    ``threshold=None`` decides per batch: outputs outside ``[0, 1]`` are logits (threshold 0),
+    others probabilities (0.5); pass the threshold when the loss says which (see
+    :func:`multiclass_threshold`).
+
+    Example:
+        >>> m = MultiLabelAccuracy(threshold=0.0)
+        >>> m.update((torch.tensor([[0.3, -0.3]]), torch.tensor([[1.0, 0.0]])))
+        >>> m.compute()
+        1.0
+    """
+
+    def __init__(self, threshold: float | None = None, output_transform: Callable[[Any], Any] = lambda x: x,
+                 device: str | torch.device = "cpu") -> None:
+        self.threshold = threshold
+        super().__init__(output_transform=output_transform, device=device)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._sum = torch.tensor(0.0, dtype=torch.float64, device=self._device)
+        self._n = torch.tensor(0, dtype=torch.long, device=self._device)
+
+    @reinit__is_reduced
+    def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
+        y_pred, y = output[0].detach(), output[1].detach()
+        threshold = self.threshold
+        if threshold is None:
+            threshold = 0.5 if bool(((y_pred >= 0) & (y_pred <= 1)).all()) else 0.0
+        right = ((y_pred > threshold) == (y > 0.5)).float()
+        self._sum += right.reshape(right.shape[0], -1).mean(dim=1).sum().to(self._device, torch.float64)
+        self._n += right.shape[0]
+
+    @sync_all_reduce("_sum", "_n")
+    def compute(self) -> float:
+        if int(self._n) == 0:
+            raise NotComputableError("MultiLabelAccuracy needs at least one sample")
+        return float(self._sum) / float(self._n)
+
+
+def multiclass_threshold(loss_fn: Any) -> float | None:
+    """0 for a loss on logits (``BCEWithLogitsLoss``), 0.5 for one on probabilities (``BCELoss``),
+    ``None`` (decide from the outputs) for any other loss."""
+    if isinstance(loss_fn, torch.nn.BCEWithLogitsLoss):
+        return 0.0
+    if isinstance(loss_fn, (torch.nn.BCELoss, torch.nn.MSELoss)):
+        return 0.5
+    return None
+
+
+def perf_metric(style: str, loss_fn: Any, loss: Metric | None = None) -> Metric:
+    """The ``perf`` metric of ``style`` for this loss (``inv-loss`` derives it from ``loss``)."""
+    if style == "classification":
+        return TokenAccuracy(ignore_index=getattr(loss_fn, "ignore_index", None))
+    if style == "multiclass":
+        return MultiLabelAccuracy(threshold=multiclass_threshold(loss_fn))
+    if style == "inv-loss":
+        base = loss if loss is not None else Loss(loss_fn)
+        return MetricsLambda(lambda v: 1.0 / (1.0 + v), base)
+    raise ValueError(f"unknown accuracy_style {style!r}; expected one of {ACCURACY_STYLES}")
+
+
+def create_evaluator(
+    model: torch.nn.Module,
+    loss_fn: Callable[[Any, Any], torch.Tensor],
+    style: str,
+    *,
+    device: torch.device | str = "cpu",
+    prepare_batch: Callable[[Any, Any, bool], tuple[Any, Any]] | None = None,
+    extra: Mapping[str, Metric] | None = None,
+) -> Engine:
+    """An ignite evaluator measuring ``loss``, ``perf`` and the ``extra`` metrics of ``model``."""
+    loss = Loss(loss_fn)
+    metrics: dict[str, Metric] = {"loss": loss, "perf": perf_metric(style, loss_fn, loss)}
+    for name, metric in (extra or {}).items():
+        if name in RESERVED:
+            raise ValueError(f"metric name {name!r} is reserved ({RESERVED})")
+        metrics[name] = metric
+    kwargs: dict[str, Any] = {"device": device, "non_blocking": True}
+    if prepare_batch is not None:
+        kwargs["prepare_batch"] = prepare_batch
+    return create_supervised_evaluator(model, metrics=metrics, **kwargs)
+
+
+@torch.no_grad()
+def measure(evaluator: Engine, model: torch.nn.Module, batches: Iterable[Any]) -> dict[str, float]:
+    """Run ``evaluator`` over ``batches``; the model's training mode is restored afterwards."""
+    was_training = model.training
+    try:
+        state = evaluator.run(batches)
+    finally:
+        model.train(was_training)
+    return {name: float(value) for name, value in state.metrics.items()}

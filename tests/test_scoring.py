@@ -1,0 +1,86 @@
+"""Perf metrics with known answers: per-token accuracy with padding, multi-label on logits and probabilities."""
+from __future__ import annotations
+
+import pytest
+import torch
+from ignite.metrics import Metric
+
+from ignite_seg.scoring import MultiLabelAccuracy, TokenAccuracy, create_evaluator, measure, perf_metric
+
+
+def _score(metric: Metric, *batches) -> float:
+    metric.reset()
+    for b in batches:
+        metric.update(b)
+    return metric.compute()
+
+
+def test_per_token_accuracy_ignores_padding():
+    # N=2 sequences, C=3 classes, L=4; padding target -1. Sample 0: 3 real tokens, 2 right;
+    # sample 1: 2 real tokens, 2 right; the padded positions are all "wrong" on purpose.
+    out = torch.zeros(2, 3, 4)
+    pred = torch.tensor([[0, 1, 2, 0], [2, 2, 1, 1]])
+    out.scatter_(1, pred.unsqueeze(1), 1.0)
+    y = torch.tensor([[0, 1, 1, -1], [2, 2, -1, -1]])
+    assert _score(TokenAccuracy(ignore_index=-1), (out, y)) == pytest.approx(4 / 5)
+    # without ignore_index the padding would count as wrong tokens
+    assert _score(TokenAccuracy(), (out, y)) == pytest.approx(4 / 8)
+
+
+def test_perf_metric_reads_ignore_index_from_the_loss():
+    metric = perf_metric("classification", torch.nn.CrossEntropyLoss(ignore_index=-1))
+    out = torch.tensor([[[5.0, 0.0]], [[0.0, 5.0]]]).transpose(1, 2)  # (N=1... ) -> (2, 2, 1)
+    assert _score(metric, (out, torch.tensor([[0], [-1]]))) == 1.0
+
+
+def test_one_hot_targets_and_plain_classification():
+    out = torch.tensor([[2.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
+    assert _score(TokenAccuracy(), (out, torch.tensor([0, 1, 1]))) == pytest.approx(2 / 3)
+    assert _score(TokenAccuracy(), (out, torch.tensor([[1.0, 0], [0, 1], [0, 1]]))) == pytest.approx(2 / 3)
+
+
+def test_multiclass_logits_of_a_bce_with_logits_model_score_perfectly():
+    # the issue's case: perfect logits of +-0.3 (old code thresholded them at 0.5: 0.417)
+    y = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    logits = torch.where(y > 0.5, 0.3, -0.3)
+    assert _score(perf_metric("multiclass", torch.nn.BCEWithLogitsLoss()), (logits, y)) == 1.0
+    assert _score(perf_metric("multiclass", torch.nn.BCELoss()), (torch.sigmoid(logits), y)) == 1.0
+    # an unknown loss: decided from the outputs (logits leave [0, 1], probabilities do not)
+    assert _score(MultiLabelAccuracy(), (torch.where(y > 0.5, 2.0, -2.0), y)) == 1.0
+    assert _score(MultiLabelAccuracy(), (torch.where(y > 0.5, 0.9, 0.2), y)) == 1.0
+
+
+def test_multiclass_known_partial_answer():
+    y = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    probs = torch.tensor([[0.9, 0.7], [0.2, 0.8]])  # sample 0: 1 of 2 right, sample 1: 1 of 2
+    assert _score(MultiLabelAccuracy(threshold=0.5), (probs, y)) == pytest.approx(0.5)
+
+
+def test_evaluator_measures_loss_perf_and_custom_metrics_and_restores_training_mode():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    model.train()
+    x, y = torch.randn(10, 3), torch.randint(0, 2, (10,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    class Count(Metric):
+        def reset(self):
+            self.n = 0
+
+        def update(self, output):
+            self.n += len(output[1])
+
+        def compute(self):
+            return self.n
+
+    ev = create_evaluator(model, loss_fn, "classification", extra={"count": Count()})
+    got = measure(ev, model, [(x[:6], y[:6]), (x[6:], y[6:])])
+    with torch.no_grad():
+        out = model(x)
+    assert got["loss"] == pytest.approx(float(loss_fn(out, y)), rel=1e-6)
+    assert got["perf"] == pytest.approx(float((out.argmax(1) == y).float().mean()))
+    assert got["count"] == 10 and model.training
+    inv = measure(create_evaluator(model, loss_fn, "inv-loss"), model, [(x, y)])
+    assert inv["perf"] == pytest.approx(1 / (1 + inv["loss"]))
+    with pytest.raises(ValueError, match="reserved"):
+        create_evaluator(model, loss_fn, "classification", extra={"loss": Count()})
