@@ -1,4 +1,4 @@
-"""Perf as ignite ``Metric``s for the three accuracy styles, and the evaluator that measures them.
+"""Perf as ignite ``Metric``s for the three accuracy styles, and the scorer that measures them.
 
 "perf" is always higher-is-better:
 
@@ -9,7 +9,7 @@
   when it is a probability (see :func:`multiclass_threshold`), averaged over labels per sample.
 * ``inv-loss``: ``1 / (1 + loss)``.
 
-Custom metrics are any ignite ``Metric`` fed ``(y_pred, y)``; the evaluator measures them beside
+Custom metrics are any ignite ``Metric`` fed ``(y_pred, y)``; :class:`Scorer` measures them beside
 ``loss`` and ``perf``.
 """
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Literal, Mapping
 
 import torch
-from ignite.engine import Engine, create_supervised_evaluator
 from ignite.exceptions import NotComputableError
 from ignite.metrics import Loss, Metric, MetricsLambda
 from ignite.metrics.metric import reinit__is_reduced, sync_all_reduce
@@ -29,8 +28,7 @@ __all__ = [
     "MultiLabelAccuracy",
     "multiclass_threshold",
     "perf_metric",
-    "create_evaluator",
-    "measure",
+    "Scorer",
 ]
 
 AccuracyStyle = Literal["classification", "multiclass", "inv-loss"]
@@ -145,34 +143,66 @@ def perf_metric(style: str, loss_fn: Any, loss: Metric | None = None) -> Metric:
     raise ValueError(f"unknown accuracy_style {style!r}; expected one of {ACCURACY_STYLES}")
 
 
-def create_evaluator(
-    model: torch.nn.Module,
-    loss_fn: Callable[[Any, Any], torch.Tensor],
-    style: str,
-    *,
-    device: torch.device | str = "cpu",
-    prepare_batch: Callable[[Any, Any, bool], tuple[Any, Any]] | None = None,
-    extra: Mapping[str, Metric] | None = None,
-) -> Engine:
-    """An ignite evaluator measuring ``loss``, ``perf`` and the ``extra`` metrics of ``model``."""
-    loss = Loss(loss_fn)
-    metrics: dict[str, Metric] = {"loss": loss, "perf": perf_metric(style, loss_fn, loss)}
-    for name, metric in (extra or {}).items():
-        if name in RESERVED:
-            raise ValueError(f"metric name {name!r} is reserved ({RESERVED})")
-        metrics[name] = metric
-    kwargs: dict[str, Any] = {"device": device, "non_blocking": True}
-    if prepare_batch is not None:
-        kwargs["prepare_batch"] = prepare_batch
-    return create_supervised_evaluator(model, metrics=metrics, **kwargs)
+class Scorer:
+    """Measures ``loss``, ``perf`` and custom ignite metrics of a model over batches.
+
+    A plain loop that feeds ``(y_pred, y)`` to each metric's ``update`` (the ``Metric`` API an
+    evaluator ``Engine`` would call), without an engine's per-run cost: the tuner scores a held-out
+    slice after every step of a sweep.
+
+    Args:
+        loss_fn: the recipe's loss (``loss`` is its batch-size-weighted mean, as ignite's ``Loss``).
+        style: the accuracy style of ``perf``.
+        extra: custom metrics by name (not ``loss`` or ``perf``).
+        prepare_batch: ``(batch, device, non_blocking) -> (x, y)``; the default takes an ``(x, y)`` pair.
+    """
+
+    def __init__(
+        self,
+        loss_fn: Callable[[Any, Any], torch.Tensor],
+        style: str,
+        extra: Mapping[str, Metric] | None = None,
+        prepare_batch: Callable[[Any, Any, bool], tuple[Any, Any]] | None = None,
+    ) -> None:
+        loss = Loss(loss_fn)
+        self.metrics: dict[str, Metric] = {"loss": loss, "perf": perf_metric(style, loss_fn, loss)}
+        for name, metric in (extra or {}).items():
+            if name in RESERVED:
+                raise ValueError(f"metric name {name!r} is reserved ({RESERVED})")
+            self.metrics[name] = metric
+        self._updated = [m for m in self.metrics.values() if not isinstance(m, MetricsLambda)]
+        self.prepare_batch = prepare_batch or _pair
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.metrics)
+
+    @torch.no_grad()
+    def measure(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device | str = "cpu") -> dict[str, float]:
+        """Every metric over ``batches`` in eval mode; the model's mode is restored afterwards."""
+        was_training = model.training
+        model.eval()
+        for metric in self._updated:
+            metric.reset()
+        try:
+            for batch in batches:
+                x, y = self.prepare_batch(batch, device, True)
+                out = model(x)
+                for metric in self._updated:
+                    metric.update((out, y))
+        finally:
+            model.train(was_training)
+        return {name: _value(metric) for name, metric in self.metrics.items()}
 
 
-@torch.no_grad()
-def measure(evaluator: Engine, model: torch.nn.Module, batches: Iterable[Any]) -> dict[str, float]:
-    """Run ``evaluator`` over ``batches``; the model's training mode is restored afterwards."""
-    was_training = model.training
+def _pair(batch: Any, device: Any, non_blocking: bool) -> tuple[Any, Any]:
+    x, y = batch
+    return x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
+
+
+def _value(metric: Metric) -> float:
     try:
-        state = evaluator.run(batches)
-    finally:
-        model.train(was_training)
-    return {name: float(value) for name, value in state.metrics.items()}
+        value = metric.compute()
+    except NotComputableError:
+        return float("nan")
+    return float(value.item() if isinstance(value, torch.Tensor) else value)

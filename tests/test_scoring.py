@@ -5,7 +5,7 @@ import pytest
 import torch
 from ignite.metrics import Metric
 
-from ignite_seg.scoring import MultiLabelAccuracy, TokenAccuracy, create_evaluator, measure, perf_metric
+from ignite_seg.scoring import MultiLabelAccuracy, Scorer, TokenAccuracy, perf_metric
 
 
 def _score(metric: Metric, *batches) -> float:
@@ -56,7 +56,7 @@ def test_multiclass_known_partial_answer():
     assert _score(MultiLabelAccuracy(threshold=0.5), (probs, y)) == pytest.approx(0.5)
 
 
-def test_evaluator_measures_loss_perf_and_custom_metrics_and_restores_training_mode():
+def test_scorer_measures_loss_perf_and_custom_metrics_and_restores_training_mode():
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
     model.train()
@@ -73,14 +73,14 @@ def test_evaluator_measures_loss_perf_and_custom_metrics_and_restores_training_m
         def compute(self):
             return self.n
 
-    ev = create_evaluator(model, loss_fn, "classification", extra={"count": Count()})
-    got = measure(ev, model, [(x[:6], y[:6]), (x[6:], y[6:])])
+    scorer = Scorer(loss_fn, "classification", extra={"count": Count()})
+    got = scorer.measure(model, [(x[:6], y[:6]), (x[6:], y[6:])])
     with torch.no_grad():
         out = model(x)
     assert got["loss"] == pytest.approx(float(loss_fn(out, y)), rel=1e-6)
     assert got["perf"] == pytest.approx(float((out.argmax(1) == y).float().mean()))
     assert got["count"] == 10 and model.training
-    inv = measure(create_evaluator(model, loss_fn, "inv-loss"), model, [(x, y)])
+    inv = Scorer(loss_fn, "inv-loss").measure(model, [(x, y)])
     assert inv["perf"] == pytest.approx(1 / (1 + inv["loss"]))
     with pytest.raises(ValueError, match="reserved"):
-        create_evaluator(model, loss_fn, "classification", extra={"loss": Count()})
+        Scorer(loss_fn, "classification", extra={"loss": Count()})
