@@ -153,7 +153,7 @@ def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores:
     video_parts = [t.part for t in tasks if t.product == "video"]
     video_order = []
     if video_parts:
-        from .movie import scene_plan
+        from .scenes import scene_plan
 
         video_order = [s.name for s in scene_plan(str(rf.path), settings.fps, settings.hidden_pca)]
     pending = {p.name: sum(t.product == p.name for t in tasks) for p in todo}

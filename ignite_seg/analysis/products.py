@@ -132,7 +132,7 @@ def plan(rf: RunFolder, settings: AnalysisSettings, products: list[Product]) -> 
     sd = settings.to_dict()
     for p in products:
         if p.name == "video":
-            from .movie import scene_plan
+            from .scenes import scene_plan
 
             for scene in scene_plan(folder, settings.fps, settings.hidden_pca):
                 tasks.append(Task(p.name, scene.name, folder, sd, p.cost * scene.frames / (35 * settings.fps)))
