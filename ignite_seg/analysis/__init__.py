@@ -146,19 +146,14 @@ def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores:
     from tqdm.auto import tqdm
 
     from ..fileio import atomic_write_bytes, write_json
-    from .products import plan
+    from .products import finish, plan
 
     tasks = plan(rf, settings, todo)
-    segments: dict[str, bytes] = {}
-    video_parts = [t.part for t in tasks if t.product == "video"]
-    video_order = []
-    if video_parts:
-        from .movie import scene_plan
-
-        video_order = [s.name for s in scene_plan(str(rf.path), settings.fps, settings.hidden_pca)]
+    by_name = {p.name: p for p in todo}
+    built: dict[str, dict[int, dict[str, bytes]]] = {p.name: {} for p in todo}  # product -> part index -> files
     pending = {p.name: sum(t.product == p.name for t in tasks) for p in todo}
     errors: list[tuple[str, BaseException]] = []
-    for key in [p.name for p in todo]:
+    for key in by_name:
         manifest.pop(key, None)  # an interrupted rewrite must not look up to date
     results = _run(tasks, cores)
     next(results)  # starts the workers before tqdm starts its monitor thread (fork needs a lone thread)
@@ -171,18 +166,19 @@ def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores:
                 errors.append((task.product, out))
                 pending[task.product] = -1
                 continue
-            if task.product == "video":
-                segments[task.part] = out[f"video.{task.part}.segment"]
-            else:
-                for name, data in out.items():
-                    atomic_write_bytes(rf.analysis / name, data)
+            built[task.product][task.index] = out
             if pending[task.product] > 0:
                 pending[task.product] -= 1
             if pending[task.product] == 0:
-                if task.product == "video":
-                    from .movie import concat_mp4
-
-                    atomic_write_bytes(rf.analysis / "video.mp4", concat_mp4([segments[s] for s in video_order]))
+                parts = built.pop(task.product)
+                try:
+                    files = finish(by_name[task.product], [parts[i] for i in sorted(parts)])
+                except Exception as exc:  # joining the parts failed: reported like a failed task
+                    logger.error("analysis product %s failed: %r", task.product, exc)
+                    errors.append((task.product, exc))
+                    continue
+                for name, data in files.items():
+                    atomic_write_bytes(rf.analysis / name, data)
                 manifest[task.product] = stamps[task.product]
                 write_json(rf.analysis / MANIFEST, manifest)
     return errors
@@ -218,8 +214,8 @@ def _run(tasks: list[Task], cores: int) -> Iterator[Any]:
             done, _ = wait(futures, return_when=FIRST_COMPLETED)
             for f in done:
                 t = futures.pop(f)
-                exc = f.exception()
-                yield t, exc if exc is not None else f.result()
+                error = f.exception()
+                yield t, error if error is not None else f.result()
 
 
 def _fork_safe() -> bool:

@@ -77,7 +77,7 @@ def _batch_ticks(ax: Any, values: np.ndarray) -> None:
     v = np.unique(values[np.isfinite(values)])
     if v.size > 10:
         v = v[:: int(np.ceil(v.size / 10))]
-    ax.xaxis.set_major_locator(FixedLocator(v))
+    ax.xaxis.set_major_locator(FixedLocator(v.tolist()))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([f"{x:g}" for x in v])
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Mapping, NamedTuple
 import numpy as np
 
 from ._mpl import COLORS, PERF_LABELS, draw_band, draw_trials, fmt, new_figure
-from .stats import Band, Stats, describe, mean_band
+from .stats import Band, Mode, Stats, describe, mean_band
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -110,7 +110,7 @@ def final_info(results: Mapping[str, np.ndarray], key: str = "final_perf_val", l
     if ids.size == 0:
         return None
     values = np.asarray(results[key], dtype=np.float64)
-    mode = "min" if "loss" in key else "max"
+    mode: Mode = "min" if "loss" in key else "max"
     return FinalInfo(ids, values, describe(values, ids, mode), label, int(n_failed), int(n_diverged))
 
 

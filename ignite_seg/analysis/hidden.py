@@ -1,15 +1,15 @@
 """Hidden representations (``hidden.npz``): a 3D PCA per epoch, coloured by class."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, cast
 
 import numpy as np
 
 from ._mpl import new_figure
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from mpl_toolkits.mplot3d.axes3d import Axes3D
 
 __all__ = ["PCAInfo", "pca_info", "pca_at", "pca_limit", "plot_hidden_pca", "draw_pca"]
 
@@ -96,7 +96,7 @@ def pca_limit(info: PCAInfo, position: float) -> float:
     return float(np.interp(position, np.arange(info.coords.shape[0]), _limits(info)) * 1.1)
 
 
-def draw_pca(ax: Axes, info: PCAInfo, position: float, azim: float, elev: float = 20.0, legend: bool = True) -> None:
+def draw_pca(ax: Axes3D, info: PCAInfo, position: float, azim: float, elev: float = 20.0, legend: bool = True) -> None:
     """A 3D scatter of the sample at ``position`` (fractional epoch index), seen from ``azim``.
 
     One scatter per class (categorical labels), labelled ``class <c>``, in class order.
@@ -136,7 +136,7 @@ def plot_hidden_pca(info: PCAInfo, dpi: float = 110) -> Figure:
     fig = new_figure(11, 5, dpi)
     last = info.coords.shape[0] - 1
     for j, pos in enumerate((0, last)):
-        ax = fig.add_subplot(1, 2, j + 1, projection="3d")
+        ax = cast("Axes3D", fig.add_subplot(1, 2, j + 1, projection="3d"))
         draw_pca(ax, info, float(pos), azim=-60, legend=(j == 1))
         ax.set_title(f"epoch {info.epochs[pos]:g}", fontsize=10)
     fig.suptitle(f"Hidden representation of {info.labels.size} val points (layer '{info.layer_name}', "

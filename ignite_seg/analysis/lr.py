@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["LRSweepInfo", "lr_sweep_info", "plot_lr_sweep", "ScheduleInfo", "schedule_info", "plot_schedule",
-           "draw_lr_sweep_panel"]
+           "draw_lr_sweep_panel", "mark_range_and_divergence"]
 
 
 class LRSweepInfo(NamedTuple):
@@ -69,7 +69,8 @@ def lr_sweep_info(arrays: Mapping[str, np.ndarray]) -> LRSweepInfo | None:
     )
 
 
-def _mark_range_and_divergence(ax: Axes, info: LRSweepInfo, legend: bool) -> None:
+def mark_range_and_divergence(ax: Axes, info: LRSweepInfo, legend: bool) -> None:
+    """Shade the chosen LR range and draw a dotted line at each repeat's divergence LR."""
     lo, hi = info.lr_range
     if np.isfinite(lo) and np.isfinite(hi):
         ax.axvspan(lo, hi, color=COLORS["range"], alpha=0.15, lw=0,
@@ -104,7 +105,7 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
     draw_trials(ax, x, curves, color, f"each repeat (N={info.n_repeats})")
     draw_band(ax, x, band, color, "repeats", "repeats", curves=curves)
     if marks:
-        _mark_range_and_divergence(ax, info, legend)
+        mark_range_and_divergence(ax, info, legend)
     ax.set_xscale("log")
     ax.set_xlim(info.lrs[0], info.lrs[-1])
     ax.set_xlabel("learning rate (log scale)")
@@ -130,7 +131,7 @@ def plot_lr_sweep(info: LRSweepInfo, dpi: float = 110) -> Figure:
         if deriv.size == info.lrs.size:
             dax.plot(info.lrs, deriv, color="k", lw=1.2, label=f"d {which} / d log10(lr), smoothed mean")
         dax.axhline(0, color="grey", lw=0.8)
-        _mark_range_and_divergence(dax, info, legend=False)
+        mark_range_and_divergence(dax, info, legend=False)
         dax.set_xscale("log")
         dax.set_xlabel("learning rate (log scale)")
         dax.set_ylabel(f"d {which} / d log10(lr)")

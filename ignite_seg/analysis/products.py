@@ -1,42 +1,111 @@
-"""What the analysis makes: each product's outputs, inputs, preset and builder.
+"""What the analysis makes: one registry, :data:`PRODUCTS`, read by the planner, the builder and the report.
+
+A :class:`Product` says everything about one product: its output files, the settings flag that
+asks for it, its inputs, its builder and how ``index.html`` shows its files. Adding a product is
+one entry in :data:`PRODUCTS` (the report shows the products in this order); :func:`plan`,
+:func:`build`, :func:`finish` and :func:`.report.render_index` read nothing else.
 
 A product is built by :func:`build` (in this process or a worker), which returns the output
-files as bytes; the caller writes them atomically. A product whose outputs are all newer than
-its inputs, and were made with the same settings, is skipped.
+files as bytes; the caller writes them atomically. A product may split into parts (the video:
+one task per scene), joined by :func:`finish` once every part is built. A product whose outputs
+are all newer than its inputs, and were made with the same settings, is skipped.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 
 from ..fileio import to_jsonable
 from ..folder import RunFolder
 from . import batch, curves, hidden, lr, view
 from ._mpl import png_bytes
+from .load import HPARAM_FILES, hidden_path
 from .settings import AnalysisSettings
 from .text import render_markdown, summary_json
 
-__all__ = ["Product", "PRODUCTS", "Task", "plan", "build", "inputs_of", "FORMAT"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["Entry", "Part", "Product", "PRODUCTS", "Task", "find", "plan", "build", "finish", "inputs_of", "FORMAT"]
 
 #: Bumped when the renderers change in a way that should redo existing outputs.
 FORMAT = 1
 
+#: ``(folder, settings, part) -> {file name: bytes}``; ``part`` is ``""`` for a product built in one go.
+Builder = Callable[[str, AnalysisSettings, str], dict[str, bytes]]
+
+
+class Entry(NamedTuple):
+    """How ``index.html`` shows one output file: a figure (image, video, gif) or a navigation link."""
+
+    file: str
+    kind: Literal["image", "video", "gif", "link"]
+    title: str = ""
+    caption: str = ""
+    #: Another output of the product linked from the caption when it exists (the MP4 of a GIF).
+    also: str | None = None
+
+
+class Part(NamedTuple):
+    """One task of a product that splits (a scene of the video): its name and share of the cost."""
+
+    name: str
+    weight: float
+
+
+def _one(outputs: list[dict[str, bytes]]) -> dict[str, bytes]:
+    return outputs[0]
+
+
+@dataclass(frozen=True)
+class Product:
+    """One analysis product. ``needs`` is the flag of :class:`AnalysisSettings` that asks for it.
+
+    ``cost``: rough seconds on one core, to start the long ones first. ``key``: the settings that
+    shape the outputs (a change redoes them). ``parts``: the tasks it splits into (``None``: one
+    task); ``join``: the outputs of the parts, in order, as the product's files.
+    """
+
+    name: str
+    needs: str
+    outputs: tuple[str, ...]
+    inputs: Callable[[RunFolder], list[Path]]
+    available: Callable[[RunFolder], bool]
+    cost: float
+    key: Callable[[AnalysisSettings], Any]
+    build: Builder
+    report: tuple[Entry, ...] = ()
+    parts: Callable[[str, AnalysisSettings], list[Part]] | None = None
+    join: Callable[[list[dict[str, bytes]]], dict[str, bytes]] = _one
+
+
+# -- inputs and availability ------------------------------------------------------------------------
 
 def _hp(rf: RunFolder, *names: str) -> list[Path]:
     return [rf.hparams / n for n in names]
 
 
-def _trial_results(rf: RunFolder) -> list[Path]:
-    return [rf.trial(t) / "result.json" for t in rf.trial_ids()]
+def _results(rf: RunFolder) -> list[Path]:
+    return [rf.run_json, rf.results, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
+
+
+def _throughtimes(rf: RunFolder) -> list[Path]:
+    return [rf.run_json, rf.throughtimes]
 
 
 def _hidden(rf: RunFolder) -> list[Path]:
-    from .load import hidden_path
-
     p = hidden_path(rf)
     return [p] if p is not None else []
+
+
+def _summary_inputs(rf: RunFolder) -> list[Path]:
+    return [*_results(rf), *_hp(rf, *HPARAM_FILES)]
+
+
+def _video_inputs(rf: RunFolder) -> list[Path]:
+    return [*_results(rf), rf.throughtimes, *_hp(rf, *HPARAM_FILES), *_hidden(rf)]
 
 
 def _npz_nonempty(path: Path, key: str) -> bool:
@@ -48,17 +117,30 @@ def _npz_nonempty(path: Path, key: str) -> bool:
         return key in z.files and z[key].size > 0
 
 
-@dataclass(frozen=True)
-class Product:
-    """One analysis product. ``needs`` is the flag of :class:`AnalysisSettings` that asks for it."""
+def _always(rf: RunFolder) -> bool:
+    return True
 
-    name: str
-    needs: str
-    outputs: tuple[str, ...]
-    inputs: Callable[[RunFolder], list[Path]]
-    available: Callable[[RunFolder], bool]
-    cost: float  # rough seconds on one core, to start the long ones first
-    key: Callable[[AnalysisSettings], Any]
+
+def _has_results(rf: RunFolder) -> bool:
+    return _npz_nonempty(rf.results, "trial_ids")
+
+
+def _has_throughtimes(rf: RunFolder) -> bool:
+    return _npz_nonempty(rf.throughtimes, "trial_ids")
+
+
+def _has_lr_sweep(rf: RunFolder) -> bool:
+    return _npz_nonempty(rf.hparams / "lr_vs_perf.npz", "lrs")
+
+
+def _has_batch_search(rf: RunFolder) -> bool:
+    return _npz_nonempty(rf.hparams / "bs_vs_perf.npz", "bss") or _npz_nonempty(rf.hparams / "bs_sampled.npz", "bss")
+
+
+# -- settings keys ----------------------------------------------------------------------------------
+
+def _no_key(s: AnalysisSettings) -> Any:
+    return {}
 
 
 def _png_key(s: AnalysisSettings) -> Any:
@@ -73,41 +155,112 @@ def _video_key(s: AnalysisSettings) -> Any:
     return {"fps": s.fps, "height": s.video_height, "hidden_pca": s.hidden_pca}
 
 
-_ALL = lambda rf: True  # noqa: E731
-_RESULTS = lambda rf: [rf.run_json, rf.results, *_trial_results(rf)]  # noqa: E731
+# -- builders ---------------------------------------------------------------------------------------
 
+def _summary(folder: str, settings: AnalysisSettings, part: str) -> dict[str, bytes]:
+    info = view.summary_of(folder)
+    text = json.dumps(to_jsonable(summary_json(info)), indent=2, allow_nan=False) + "\n"
+    return {"summary.md": render_markdown(info).encode("utf-8"), "summary.json": text.encode("utf-8")}
+
+
+def _png(file: str, extract: Callable[[str], Any], render: Callable[..., Figure]) -> Builder:
+    """A PNG product: ``extract(folder)`` (an info, or ``None``: nothing to draw), ``render(info, dpi=)``."""
+
+    def build_png(folder: str, settings: AnalysisSettings, part: str) -> dict[str, bytes]:
+        info = extract(folder)
+        return {} if info is None else {file: png_bytes(render(info, dpi=settings.dpi))}
+
+    return build_png
+
+
+def _animation(name: str) -> Builder:
+    """``<name>.mp4`` and ``<name>.gif`` of :data:`.movie.ANIMATIONS`."""
+
+    def build_animation(folder: str, settings: AnalysisSettings, part: str) -> dict[str, bytes]:
+        from .movie import render_animation
+
+        return render_animation(folder, name, settings)
+
+    return build_animation
+
+
+def _video_parts(folder: str, settings: AnalysisSettings) -> list[Part]:
+    from .scenes import scene_plan
+
+    return [Part(s.name, s.frames / (35 * settings.fps)) for s in scene_plan(folder, settings.fps, settings.hidden_pca)]
+
+
+def _video_scene(folder: str, settings: AnalysisSettings, part: str) -> dict[str, bytes]:
+    from .movie import render_video_scene
+
+    return {f"video.{part}.segment": render_video_scene(folder, part, settings)}
+
+
+def _video_join(outputs: list[dict[str, bytes]]) -> dict[str, bytes]:
+    from .movie import concat_mp4
+
+    return {"video.mp4": concat_mp4([data for out in outputs for data in out.values()])}
+
+
+# -- the registry -----------------------------------------------------------------------------------
+
+_LR_CAPTION = ("Loss and perf against the LR (log scale) for each repeat, with the mean ± 95% CI; green: the chosen "
+               "range; red dotted: divergence. Bottom: the derivatives used to choose the range.")
+
+#: Every product, in the report's reading order.
 PRODUCTS: tuple[Product, ...] = (
-    Product("summary", "text", ("summary.md", "summary.json"),
-            lambda rf: [*_RESULTS(rf), *_hp(rf, "final.json", "misc.json", "lr_vs_perf.npz", "bs_vs_perf.npz",
-                                             "bs_sampled.npz")],
-            _ALL, 0.1, lambda s: {}),
-    Product("throughtime_png", "images_min", ("throughtime.png",), lambda rf: [rf.run_json, rf.throughtimes],
-            lambda rf: _npz_nonempty(rf.throughtimes, "trial_ids"), 0.8, _png_key),
-    Product("final_perf_png", "images_min", ("final_perf.png",), _RESULTS,
-            lambda rf: _npz_nonempty(rf.results, "trial_ids"), 0.4, _png_key),
-    Product("lr_sweep_png", "images_min", ("lr_sweep.png",), lambda rf: _hp(rf, "lr_vs_perf.npz"),
-            lambda rf: _npz_nonempty(rf.hparams / "lr_vs_perf.npz", "lrs"), 0.8, _png_key),
-    Product("batch_size_png", "images", ("batch_size.png",),
-            lambda rf: _hp(rf, "final.json", "bs_vs_perf.npz", "bs_sampled.npz"),
-            lambda rf: _npz_nonempty(rf.hparams / "bs_vs_perf.npz", "bss")
-            or _npz_nonempty(rf.hparams / "bs_sampled.npz", "bss"), 0.6, _png_key),
-    Product("schedule_png", "images", ("lr_schedule.png",), lambda rf: _hp(rf, "final.json"),
-            lambda rf: (rf.hparams / "final.json").is_file(), 0.3, _png_key),
-    Product("final_pairs_png", "images", ("final_train_vs_val.png",), _RESULTS,
-            lambda rf: _npz_nonempty(rf.results, "trial_ids"), 0.4, _png_key),
-    Product("hidden_png", "images", ("hidden_pca.png",), _hidden, lambda rf: bool(_hidden(rf)), 0.6, _png_key),
-    Product("throughtime_anim", "animations", ("throughtime.mp4", "throughtime.gif"),
-            lambda rf: [rf.run_json, rf.throughtimes], lambda rf: _npz_nonempty(rf.throughtimes, "trial_ids"),
-            6.0, _anim_key),
+    Product("summary", "text", ("summary.md", "summary.json"), _summary_inputs, _always, 0.1, _no_key, _summary,
+            report=(Entry("summary.md", "link"), Entry("summary.json", "link"))),
+    Product("video", "video", ("video.mp4",), _video_inputs, _always, 20.0, _video_key, _video_scene,
+            report=(Entry("video.mp4", "video", "Walk-through video", "The whole run in one video: LR sweep, "
+                          "batch size, schedule, training, final distribution."),),
+            parts=_video_parts, join=_video_join),
+    Product("lr_sweep_png", "images_min", ("lr_sweep.png",), lambda rf: _hp(rf, "lr_vs_perf.npz"), _has_lr_sweep,
+            0.8, _png_key, _png("lr_sweep.png", view.lr_of, lr.plot_lr_sweep),
+            report=(Entry("lr_sweep.png", "image", "Learning-rate range test", _LR_CAPTION),)),
     Product("lr_sweep_anim", "animations", ("lr_sweep.mp4", "lr_sweep.gif"), lambda rf: _hp(rf, "lr_vs_perf.npz"),
-            lambda rf: _npz_nonempty(rf.hparams / "lr_vs_perf.npz", "lrs"), 4.0, _anim_key),
-    Product("video", "video", ("video.mp4",),
-            lambda rf: [*_RESULTS(rf), rf.throughtimes, *_hp(rf, "final.json", "misc.json", "lr_vs_perf.npz",
-                                                           "bs_vs_perf.npz", "bs_sampled.npz"), *_hidden(rf)],
-            _ALL, 20.0, _video_key),
+            _has_lr_sweep, 4.0, _anim_key, _animation("lr_sweep"),
+            report=(Entry("lr_sweep.gif", "gif", "Learning-rate range test, drawn progressively",
+                          also="lr_sweep.mp4"),)),
+    Product("batch_size_png", "images", ("batch_size.png",),
+            lambda rf: _hp(rf, "final.json", "bs_vs_perf.npz", "bs_sampled.npz"), _has_batch_search, 0.6, _png_key,
+            _png("batch_size.png", view.batch_of, batch.plot_batch_size),
+            report=(Entry("batch_size.png", "image", "Batch size", "Perf against batch size, the gradient noise "
+                          "scale B_simple, and the candidates' short-run scores."),)),
+    Product("schedule_png", "images", ("lr_schedule.png",), lambda rf: _hp(rf, "final.json"),
+            lambda rf: (rf.hparams / "final.json").is_file(), 0.3, _png_key,
+            _png("lr_schedule.png", view.schedule_of, lr.plot_schedule),
+            report=(Entry("lr_schedule.png", "image", "Schedule of the final trials",
+                          "Triangular cyclical learning rate (log scale) of every final trial."),)),
+    Product("throughtime_png", "images_min", ("throughtime.png",), _throughtimes, _has_throughtimes, 0.8, _png_key,
+            _png("throughtime.png", view.throughtime_of, curves.plot_throughtime),
+            report=(Entry("throughtime.png", "image", "Training through time", "Loss and perf on fixed train/val "
+                          "subsets: each trial (thin) and the mean ± 95% CI across trials."),)),
+    Product("throughtime_anim", "animations", ("throughtime.mp4", "throughtime.gif"), _throughtimes,
+            _has_throughtimes, 6.0, _anim_key, _animation("throughtime"),
+            report=(Entry("throughtime.gif", "gif", "Training through time, drawn progressively",
+                          also="throughtime.mp4"),)),
+    Product("final_perf_png", "images_min", ("final_perf.png",), _results, _has_results, 0.4, _png_key,
+            _png("final_perf.png", view.final_of, curves.plot_final_distribution),
+            report=(Entry("final_perf.png", "image", "Final validation perf across trials",
+                          "One dot per completed trial, the mean and its 95% confidence interval."),)),
+    Product("final_pairs_png", "images", ("final_train_vs_val.png",), _results, _has_results, 0.4, _png_key,
+            _png("final_train_vs_val.png", view.final_pairs_of, curves.plot_final_pairs),
+            report=(Entry("final_train_vs_val.png", "image", "Generalisation gap",
+                          "Final train vs val loss and perf of each trial; on the dashed line val equals train."),)),
+    Product("hidden_png", "images", ("hidden_pca.png",), _hidden, lambda rf: bool(_hidden(rf)), 0.6, _png_key,
+            _png("hidden_pca.png", view.pca_of, hidden.plot_hidden_pca),
+            report=(Entry("hidden_pca.png", "image", "Hidden representations", "3D PCA of a hidden layer's "
+                          "representation of validation points, at the start and end of training."),)),
 )
 
-BY_NAME = {p.name: p for p in PRODUCTS}
+
+def find(name: str) -> Product:
+    """The product of :data:`PRODUCTS` called ``name``."""
+    for p in PRODUCTS:
+        if p.name == name:
+            return p
+    raise ValueError(f"unknown analysis product {name!r}; the products are {[p.name for p in PRODUCTS]}")
 
 
 def inputs_of(product: Product, rf: RunFolder) -> list[Path]:
@@ -116,64 +269,37 @@ def inputs_of(product: Product, rf: RunFolder) -> list[Path]:
 
 @dataclass(frozen=True)
 class Task:
-    """One unit of parallel work: a product, or one scene (``part``) of the video."""
+    """One unit of parallel work: a product, or one part (``index`` in the product's order) of it."""
 
     product: str
     part: str
+    index: int
     folder: str
     settings: dict[str, Any]
     cost: float
 
 
 def plan(rf: RunFolder, settings: AnalysisSettings, products: list[Product]) -> list[Task]:
-    """The tasks that build ``products`` (the video splits into one task per scene)."""
+    """The tasks that build ``products``, the most costly first."""
     tasks = []
     folder = str(rf.path)
     sd = settings.to_dict()
     for p in products:
-        if p.name == "video":
-            from .movie import scene_plan
-
-            for scene in scene_plan(folder, settings.fps, settings.hidden_pca):
-                tasks.append(Task(p.name, scene.name, folder, sd, p.cost * scene.frames / (35 * settings.fps)))
-        else:
-            tasks.append(Task(p.name, "", folder, sd, p.cost))
+        parts = p.parts(folder, settings) if p.parts is not None else [Part("", 1.0)]
+        tasks += [Task(p.name, part.name, i, folder, sd, p.cost * part.weight) for i, part in enumerate(parts)]
     return sorted(tasks, key=lambda t: -t.cost)
 
 
 def build(task: Task) -> dict[str, bytes]:
-    """Build one task: the output files (name -> bytes); the video's scenes come back as segments."""
-    settings = AnalysisSettings.from_dict(task.settings)
-    folder = task.folder
-    dpi = settings.dpi
-    if task.product == "summary":
-        info = view.summary_of(folder)
-        text = json.dumps(to_jsonable(summary_json(info)), indent=2, allow_nan=False) + "\n"
-        return {"summary.md": render_markdown(info).encode("utf-8"), "summary.json": text.encode("utf-8")}
-    if task.product in _PNGS:
-        extract, render, name = _PNGS[task.product]
-        info = extract(folder)
-        if info is None:
-            return {}
-        return {name: png_bytes(render(info, dpi=dpi))}
-    if task.product in ("throughtime_anim", "lr_sweep_anim"):
-        from .movie import render_animation
-
-        return render_animation(folder, task.product[: -len("_anim")], settings)
-    if task.product == "video":
-        from .movie import render_video_scene
-
-        return {f"video.{task.part}.segment": render_video_scene(folder, task.part, settings)}
-    raise ValueError(f"unknown analysis product {task.product!r}")
+    """Build one task: its files (name -> bytes); a part's files are joined by :func:`finish`."""
+    return find(task.product).build(task.folder, AnalysisSettings.from_dict(task.settings), task.part)
 
 
-#: PNG products: extract (folder -> info or None), render (info -> Figure), file name.
-_PNGS: dict[str, tuple[Callable[[str], Any], Callable[..., Any], str]] = {
-    "throughtime_png": (view.throughtime_of, curves.plot_throughtime, "throughtime.png"),
-    "final_perf_png": (view.final_of, curves.plot_final_distribution, "final_perf.png"),
-    "lr_sweep_png": (view.lr_of, lr.plot_lr_sweep, "lr_sweep.png"),
-    "batch_size_png": (view.batch_of, batch.plot_batch_size, "batch_size.png"),
-    "schedule_png": (view.schedule_of, lr.plot_schedule, "lr_schedule.png"),
-    "final_pairs_png": (view.final_pairs_of, curves.plot_final_pairs, "final_train_vs_val.png"),
-    "hidden_png": (view.pca_of, hidden.plot_hidden_pca, "hidden_pca.png"),
-}
+def finish(product: Product, outputs: list[dict[str, bytes]]) -> dict[str, bytes]:
+    """The product's files from the outputs of its tasks (in part order); only its declared outputs."""
+    files = product.join(outputs)
+    stray = sorted(set(files) - set(product.outputs))
+    if stray:
+        raise ValueError(f"analysis product {product.name!r} made {stray}, which are not among its outputs "
+                         f"{list(product.outputs)}; add them to the Product's outputs")
+    return files

@@ -3,42 +3,11 @@ from __future__ import annotations
 
 import html
 import re
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
-__all__ = ["Entry", "ENTRIES", "markdown_to_html", "render_index"]
+from . import products
 
-
-class Entry(NamedTuple):
-    file: str
-    kind: str  # image | video | gif
-    title: str
-    caption: str
-
-
-#: Every file the report can show, in reading order.
-ENTRIES: tuple[Entry, ...] = (
-    Entry("video.mp4", "video", "Walk-through video",
-          "The whole run in one video: LR sweep, batch size, schedule, training, final distribution."),
-    Entry("lr_sweep.png", "image", "Learning-rate range test",
-          "Loss and perf against the LR (log scale) for each repeat, with the mean ± 95% CI; green: the chosen "
-          "range; red dotted: divergence. Bottom: the derivatives used to choose the range."),
-    Entry("lr_sweep.gif", "gif", "Learning-rate range test, drawn progressively", ""),
-    Entry("batch_size.png", "image", "Batch size",
-          "Perf against batch size, the gradient noise scale B_simple, and the candidates' short-run scores."),
-    Entry("lr_schedule.png", "image", "Schedule of the final trials",
-          "Triangular cyclical learning rate (log scale) of every final trial."),
-    Entry("throughtime.png", "image", "Training through time",
-          "Loss and perf on fixed train/val subsets: each trial (thin) and the mean ± 95% CI across trials."),
-    Entry("throughtime.gif", "gif", "Training through time, drawn progressively", ""),
-    Entry("final_perf.png", "image", "Final validation perf across trials",
-          "One dot per completed trial, the mean and its 95% confidence interval."),
-    Entry("final_train_vs_val.png", "image", "Generalisation gap",
-          "Final train vs val loss and perf of each trial; on the dashed line val equals train."),
-    Entry("hidden_pca.png", "image", "Hidden representations",
-          "3D PCA of a hidden layer's representation of validation points, at the start and end of training."),
-)
-
-_MP4_OF_GIF = {"lr_sweep.gif": "lr_sweep.mp4", "throughtime.gif": "throughtime.mp4"}
+__all__ = ["markdown_to_html", "render_index"]
 
 
 def _inline(text: str) -> str:
@@ -104,29 +73,15 @@ nav a{margin-right:1em}
 
 
 def render_index(title: str, summary_md: str | None, present: Sequence[str], data_links: Sequence[str] = ()) -> str:
-    """The page: the summary, then every present file of :data:`ENTRIES`.
+    """The page: the summary, then the report entries of :data:`.products.PRODUCTS` whose file is present.
 
     ``present``: the files of the analysis folder; ``data_links``: relative paths of data files
-    (e.g. ``../results.npz``) linked at the top.
+    (e.g. ``../results.npz``) linked at the top, after the products' own links (the summary's files).
     """
     have = set(present)
-    figs = []
-    for e in ENTRIES:
-        if e.file not in have:
-            continue
-        anchor = e.file.replace(".", "-")
-        if e.kind == "video":
-            body = f'<video controls preload="metadata" src="{e.file}"></video>'
-        elif e.kind == "gif":
-            mp4 = _MP4_OF_GIF.get(e.file)
-            link = f' (<a href="{mp4}">MP4</a>)' if mp4 in have else ""
-            body = f'<img src="{e.file}" alt="{html.escape(e.title)}" loading="lazy">'
-            e = e._replace(caption=e.caption + link)
-        else:
-            body = f'<a href="{e.file}"><img src="{e.file}" alt="{html.escape(e.title)}" loading="lazy"></a>'
-        figs.append(f'<figure id="{anchor}"><h2>{html.escape(e.title)}</h2>{body}'
-                    f"<figcaption>{e.caption}</figcaption></figure>")
-    links = [f for f in ("summary.md", "summary.json") if f in have] + list(data_links)
+    entries = [e for p in products.PRODUCTS for e in p.report if e.file in have]
+    figs = [_figure(e, have) for e in entries if e.kind != "link"]
+    links = [e.file for e in entries if e.kind == "link"] + list(data_links)
     nav = " ".join(f'<a href="{f}">{f.rsplit("/", 1)[-1]}</a>' for f in links)
     summary = markdown_to_html(summary_md) if summary_md else "<p>No summary.</p>"
     return (
@@ -135,3 +90,18 @@ def render_index(title: str, summary_md: str | None, present: Sequence[str], dat
         f"<nav>{nav}</nav>\n"
         f"{summary}\n" + "\n".join(figs) + "\n</body></html>\n"
     )
+
+
+def _figure(e: products.Entry, have: set[str]) -> str:
+    """One ``<figure>``: a video player, a GIF (linking ``e.also`` when present) or a linked image."""
+    caption = e.caption
+    if e.kind == "video":
+        body = f'<video controls preload="metadata" src="{e.file}"></video>'
+    elif e.kind == "gif":
+        body = f'<img src="{e.file}" alt="{html.escape(e.title)}" loading="lazy">'
+        if e.also is not None and e.also in have:
+            caption += f' (<a href="{e.also}">{e.also.rsplit(".", 1)[-1].upper()}</a>)'
+    else:
+        body = f'<a href="{e.file}"><img src="{e.file}" alt="{html.escape(e.title)}" loading="lazy"></a>'
+    return (f'<figure id="{e.file.replace(".", "-")}"><h2>{html.escape(e.title)}</h2>{body}'
+            f"<figcaption>{caption}</figcaption></figure>")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from ..exceptions import ConfigError, ConfigTypeError
@@ -88,7 +89,7 @@ def _preset(level: int) -> AnalysisSettings:
 
 
 ANALYSIS_PRESETS: dict[str, Callable[[], AnalysisSettings]] = {
-    name: (lambda level=level: _preset(level)) for level, name in enumerate(LEVELS)
+    name: partial(_preset, level) for level, name in enumerate(LEVELS)
 }
 
 

@@ -6,7 +6,10 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-__all__ = ["Stats", "Band", "t975", "describe", "mean_band"]
+__all__ = ["Stats", "Band", "Mode", "t975", "describe", "mean_band"]
+
+#: Which end of a metric is best.
+Mode = Literal["min", "max"]
 
 # Two-sided 95% quantiles of Student's t (0.975 quantile) for 1..30 degrees of freedom.
 _T975 = (
@@ -47,7 +50,7 @@ class Stats(NamedTuple):
         return dict(self._asdict())
 
 
-def describe(values: np.ndarray, trial_ids: np.ndarray, mode: Literal["min", "max"]) -> Stats:
+def describe(values: np.ndarray, trial_ids: np.ndarray, mode: Mode) -> Stats:
     """Count, mean, sample std, 95% t-interval of the mean, best and worst (by ``mode``).
 
     Non-finite values are left out. With one value the std and interval are NaN.

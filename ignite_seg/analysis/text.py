@@ -7,12 +7,12 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from ._mpl import PERF_LABELS, fmt
-from .stats import Stats, describe
+from .stats import Mode, Stats, describe
 
 __all__ = ["SummaryInfo", "Problem", "summary_info", "render_markdown", "summary_json", "METRICS"]
 
 #: Final metrics: results.npz key, label, direction of "best".
-METRICS: tuple[tuple[str, str, str], ...] = (
+METRICS: tuple[tuple[str, str, Mode], ...] = (
     ("final_loss_train", "train loss", "min"),
     ("final_loss_val", "val loss", "min"),
     ("final_perf_train", "train perf", "max"),

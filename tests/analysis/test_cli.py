@@ -15,7 +15,7 @@ import pytest
 from fakes import add_tuner_files
 
 import ignite_seg
-from ignite_seg.analysis import movie
+from ignite_seg.analysis import movie, scenes
 from ignite_seg.analysis.settings import resolve_analysis
 from ignite_seg.fileio import write_json
 from ignite_seg.reanalyze import main
@@ -51,7 +51,7 @@ def test_cli_video_draft_end_to_end(tiny_run: Path):
     import imageio
 
     settings = resolve_analysis("video-draft")
-    plan = movie.scene_plan(str(tiny_run), settings.fps)
+    plan = scenes.scene_plan(str(tiny_run), settings.fps)
     assert [s.name for s in plan] == ["title", "lr_sweep", "batch_size", "schedule", "training", "final", "hidden"]
     reader = imageio.get_reader(a / "video.mp4", "ffmpeg")
     assert reader.count_frames() == sum(s.frames for s in plan)

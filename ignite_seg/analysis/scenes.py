@@ -1,0 +1,300 @@
+"""The scenes of the walk-through video and of the animations: what each draws, frame by frame.
+
+A *scene* is drawn by a builder ``(fig, folder, n) -> Animated``: it draws the scene's final
+picture into a (sub)figure once and returns the artists that change and ``update(k)``, which sets
+them up for frame ``k`` of ``n``. :func:`scene_plan` decides which scenes a run has and how many
+frames each gets, so the frame count of a video is known before it is rendered (the tests read it
+back). :mod:`.movie` lays the scenes out, blits the frames and encodes them.
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
+
+import numpy as np
+
+from . import view
+from ._mpl import COLORS, fmt
+from .batch import draw_batch_size
+from .curves import draw_final_distribution, draw_throughtime_panel
+from .hidden import draw_pca, pca_at, pca_limit
+from .lr import draw_lr_sweep_panel, mark_range_and_divergence, style_schedule_axes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure, SubFigure
+    from mpl_toolkits.mplot3d.axes3d import Axes3D
+
+__all__ = ["Scene", "scene_plan", "SCENE_SECONDS", "Animated", "Builder", "BUILDERS", "LEGEND"]
+
+#: Length of each scene of the walk-through video, in seconds.
+SCENE_SECONDS = {"title": 3.0, "lr_sweep": 6.0, "batch_size": 4.0, "schedule": 3.0, "training": 8.0,
+                 "final": 4.0, "hidden": 8.0}
+#: Fraction of a progressive scene spent drawing; the rest holds the finished picture.
+REVEAL = 0.75
+LEGEND = 7.5  # points: about 8 pixels high in a 360p draft
+
+
+class Scene(NamedTuple):
+    name: str
+    frames: int
+    caption: str
+
+
+def _frames(name: str, fps: int) -> int:
+    return max(1, int(round(SCENE_SECONDS[name] * fps)))
+
+
+def _progress(k: int, n: int) -> float:
+    """0..1 over the reveal part of a scene, then 1 (hold)."""
+    reveal = max(1, int(math.ceil(n * REVEAL)) - 1)
+    return min(1.0, k / reveal)
+
+
+def scene_plan(folder: str, fps: int, hidden: bool = True) -> list[Scene]:
+    """The walk-through video's scenes for this run, with frame counts and captions."""
+    scenes = [Scene("title", _frames("title", fps), "")]
+    lr = view.lr_of(folder)
+    if lr is not None:
+        lo, hi = lr.lr_range
+        scenes.append(Scene("lr_sweep", _frames("lr_sweep", fps),
+                            f"LR range test: the LR grows geometrically from {fmt(lr.lrs[0])} to {fmt(lr.lrs[-1])} "
+                            f"({lr.n_repeats} repeats). Green: the chosen range [{fmt(lo)}, {fmt(hi)}], where the "
+                            "smoothed loss falls fastest."))
+    bs = view.batch_of(folder)
+    if bs is not None:
+        ns = f"noise scale B_simple ≈ {fmt(bs.noise_scale)}; " if np.isfinite(bs.noise_scale) else ""
+        scenes.append(Scene("batch_size", _frames("batch_size", fps),
+                            f"Batch size: {ns}candidates scored with short runs (successive halving); "
+                            f"chosen {fmt(bs.final_batch_size)}."))
+    sched = view.schedule_of(folder)
+    if sched is not None:
+        scenes.append(Scene("schedule", _frames("schedule", fps),
+                            f"Final trials: triangular cyclical LR between {fmt(sched.lr_start)} and "
+                            f"{fmt(sched.lr_end)}, cycle {fmt(sched.cycle_size_epochs)} epochs, "
+                            f"{fmt(sched.n_epochs)} epochs."))
+    tt = view.throughtime_of(folder)
+    if tt is not None:
+        scenes.append(Scene("training", _frames("training", fps),
+                            f"{tt.trial_ids.size} trials through time on fixed train/val subsets: thin lines are "
+                            "single trials, bands the mean ± 95% CI across trials."))
+    fin = view.final_of(folder)
+    if fin is not None:
+        s = fin.stats
+        ci = f" (95% CI [{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}])" if s.n > 1 else ""
+        scenes.append(Scene("final", _frames("final", fps),
+                            f"{fin.label.capitalize()}: mean {fmt(s.mean, 4)}{ci}; best {fmt(s.best, 4)} "
+                            f"(trial {s.best_trial}) of {s.n} completed trials."))
+    if hidden:
+        pca = view.pca_of(folder)
+        if pca is not None:
+            scenes.append(Scene("hidden", _frames("hidden", fps),
+                                f"Hidden representation of {pca.labels.size} val points (layer '{pca.layer_name}' "
+                                f"of trial {view.hidden_trial_of(folder)}), 3D PCA at each epoch, "
+                                f"{'coloured by class' if pca.categorical else 'coloured by target'}."))
+    return scenes
+
+
+# -- scenes ---------------------------------------------------------------------------------------
+#
+# A scene builder draws the scene's final picture into a (sub)figure and returns the artists
+# that change (``dynamic``) and ``update(k)``, which sets them up for frame k. The rest of the
+# picture (axes, ticks, labels, layout) is drawn once and blitted; ``redraw=True`` (the rotating
+# 3D view) redraws everything each frame.
+
+
+class Animated(NamedTuple):
+    dynamic: list[Any]
+    update: Callable[[int], None]
+    redraw: bool = False
+
+
+Builder = Callable[["Figure | SubFigure", str, int], Animated]
+
+
+def _new_artists(ax: Any, draw: Callable[[], object]) -> list[Any]:
+    before = set(map(id, ax.get_children()))
+    draw()
+    return [a for a in ax.get_children() if id(a) not in before]
+
+
+class _Reveal:
+    """Shows the data artists of some axes left of a moving x position (a clip box per axes)."""
+
+    def __init__(self) -> None:
+        self.groups: list[tuple[Any, list[Any]]] = []
+
+    def add(self, ax: Any, artists: list[Any]) -> None:
+        self.groups.append((ax, artists))
+
+    def to(self, x: float) -> None:
+        from matplotlib.transforms import Bbox
+
+        for ax, artists in self.groups:
+            box = ax.bbox
+            px = float(ax.transData.transform((x, 1.0))[0]) if np.isfinite(x) else box.x1
+            clip = Bbox.from_extents(box.x0, box.y0, min(max(px, box.x0), box.x1) + 1, box.y1)
+            for a in artists:
+                a.set_clip_box(clip)
+
+
+def _static(fig: Figure | SubFigure, draw: Callable[[], object]) -> Animated:
+    draw()
+    return Animated([], lambda k: None)
+
+
+def _title(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+    run = view.run_of(folder)
+    summary = view.summary_of(folder)
+    hp = summary.final_hp
+    loaders = run.get("loaders", {})
+    c = summary.counts
+    s = summary.stats["final_perf_val"]
+    lines = [
+        f"model: {loaders.get('model', {}).get('describe', '?')}",
+        f"data: {loaders.get('dataset', {}).get('describe', '?')}",
+        f"loss: {loaders.get('loss', {}).get('describe', '?')}",
+        "",
+        f"hyperparameters ({summary.hp_kind}): lr {fmt(hp.get('lr_start', math.nan))} → "
+        f"{fmt(hp.get('lr_end', math.nan))}, batch {hp.get('batch_size', '?')}, {hp.get('epochs', '?')} epochs",
+        f"trials: {c.get('completed', 0)} completed, {c.get('diverged', 0)} diverged, {c.get('failed', 0)} failed",
+        f"final val perf: mean {fmt(s.mean, 4)}, best {fmt(s.best, 4)}" if s.n else "no completed trial",
+    ]
+
+    def draw() -> None:
+        fig.text(0.5, 0.82, f"ignite_seg run: {summary.title}", ha="center", va="center", fontsize=18, weight="bold")
+        fig.text(0.5, 0.72, f"{summary.created or ''}   seed {run.get('seed', '?')}", ha="center", va="center",
+                 fontsize=10, color="grey")
+        fig.text(0.5, 0.38, "\n".join(lines), ha="center", va="center", fontsize=10, linespacing=1.5)
+
+    return _static(fig, draw)
+
+
+def _lr_sweep(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+    info = view.lr_of(folder)
+    assert info is not None
+    axes = fig.subplots(1, 2)
+    reveal, marks = _Reveal(), []
+    for ax, which in zip(axes, ("loss", "perf")):
+        reveal.add(ax, _new_artists(ax, partial(draw_lr_sweep_panel, ax, info, which, marks=False)))
+        marks += _new_artists(ax, partial(mark_range_and_divergence, ax, info, legend=True))
+        ax.set_title(f"{which} vs learning rate", fontsize=10)
+        ax.legend(fontsize=LEGEND, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, frameon=False)
+    log_lrs = np.log(info.lrs)
+
+    def update(k: int) -> None:
+        p = _progress(k, n)
+        reveal.to(float(np.exp(log_lrs[0] + p * (log_lrs[-1] - log_lrs[0]))))
+        for m in marks:
+            m.set_visible(p >= 1.0)
+
+    return Animated([a for _, arts in reveal.groups for a in arts] + marks, update)
+
+
+def _batch_size(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+    info = view.batch_of(folder)
+    assert info is not None
+    return _static(fig, lambda: draw_batch_size(fig, info, legend_size=LEGEND, compact=True))
+
+
+def _schedule(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+    info = view.schedule_of(folder)
+    assert info is not None
+    ax = fig.subplots()
+    reveal = _Reveal()
+    reveal.add(ax, _new_artists(ax, lambda: ax.plot(info.epochs, info.lrs, color=COLORS["chosen"], lw=2,
+                                                    label="learning rate of every trial")))
+    (dot,) = ax.plot([info.epochs[-1]], [info.lrs[-1]], "o", color=COLORS["chosen"])
+    style_schedule_axes(ax, info)
+    ax.set_title("Schedule of the final trials", fontsize=10)
+    ax.legend(fontsize=LEGEND, loc="upper right")  # above the curve: ylim leaves room over max(lr)
+    ax.grid(True, alpha=0.3)
+
+    def update(k: int) -> None:
+        x = _progress(k, n) * info.n_epochs
+        reveal.to(x)
+        dot.set_data([x], [np.interp(x, info.epochs, info.lrs)])
+
+    return Animated(reveal.groups[0][1] + [dot], update)
+
+
+def _training(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+    info = view.throughtime_of(folder)
+    assert info is not None
+    axes = fig.subplots(1, 2)
+    reveal = _Reveal()
+    for ax, which in zip(axes, ("loss", "perf")):
+        reveal.add(ax, _new_artists(ax, partial(draw_throughtime_panel, ax, info, which)))
+        ax.set_title(f"{'loss' if which == 'loss' else info.perf_label} through time", fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=LEGEND, frameon=False)
+    # a loss curve starts high: the lower left corner of the loss panel stays free
+    clock = axes[0].text(0.02, 0.03, "", transform=axes[0].transAxes, fontsize=10, weight="bold")
+
+    def update(k: int) -> None:
+        x = info.epochs[0] + _progress(k, n) * (info.epochs[-1] - info.epochs[0])
+        reveal.to(x)
+        clock.set_text(f"epoch {x:.1f}")
+
+    return Animated([a for _, arts in reveal.groups for a in arts] + [clock], update)
+
+
+def _final(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+    info = view.final_of(folder)
+    assert info is not None
+    ax = fig.subplots()
+    arts = _new_artists(ax, lambda: draw_final_distribution(ax, info))
+    ax.legend(fontsize=LEGEND, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=2, frameon=False)
+    ax.set_title(f"{info.label.capitalize()} of {info.values.size} completed trials", fontsize=10)
+    title = ax.text(0.01, 0.97, "", transform=ax.transAxes, fontsize=8, va="top")
+    dots = next(a for a in arts if getattr(a, "get_label", lambda: "")().startswith("one trial"))
+    x_all, y_all = (np.asarray(v) for v in dots.get_data())
+    rest = [a for a in arts if a is not dots]
+
+    def update(k: int) -> None:
+        p = _progress(k, n)
+        shown = max(1, int(math.ceil(p * x_all.size)))
+        dots.set_data(x_all[:shown], y_all[:shown])
+        for a in rest:
+            a.set_visible(p >= 1.0)
+        title.set_text(f"{shown} of {x_all.size} trials")
+
+    return Animated([dots, *rest, title], update)
+
+
+def _hidden(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+    info = view.pca_of(folder)
+    assert info is not None
+    last = info.coords.shape[0] - 1
+    ax = cast("Axes3D", fig.add_subplot(projection="3d"))
+    draw_pca(ax, info, float(last), azim=-60, legend=False)
+    groups = [(sc, np.flatnonzero(m)) for sc, m in zip(ax.collections, _class_masks(info))]
+    if info.categorical and np.unique(info.labels).size <= 20:
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper", fontsize=LEGEND, title="colour",
+                   title_fontsize=LEGEND, frameon=False)
+    title = ax.set_title("", fontsize=10)
+
+    def update(k: int) -> None:
+        position = _progress(k, n) * last
+        c = pca_at(info, position)
+        for sc, idx in groups:
+            sc._offsets3d = (c[idx, 0], c[idx, 1], c[idx, 2])  # the documented way to move 3D points
+        lim = pca_limit(info, position)
+        for setter in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
+            setter(-lim, lim)
+        ax.view_init(elev=20, azim=-60 + 360.0 * k / n)
+        ep = float(np.interp(position, np.arange(last + 1), info.epochs))
+        title.set_text(f"epoch {ep:.1f} of {info.epochs[-1]:g}")
+
+    # The whole 3D axes changes (the view turns), so it is the dynamic artist; the rest is cached.
+    return Animated([ax], update)
+
+
+def _class_masks(info: Any) -> list[np.ndarray]:
+    if info.categorical:
+        return [info.labels == cl for cl in np.unique(info.labels)]
+    return [np.ones(info.labels.size, dtype=bool)]
+
+
+BUILDERS: dict[str, Builder] = {"title": _title, "lr_sweep": _lr_sweep, "batch_size": _batch_size,
+                                "schedule": _schedule, "training": _training, "final": _final, "hidden": _hidden}
