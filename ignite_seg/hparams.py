@@ -8,10 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
+from .checks import check_int
 from .exceptions import ConfigError, ConfigTypeError
 from .records import JsonRecord
 
 __all__ = [
+    "OptimizerName",
     "FixedHyperparameters",
     "HyperparameterSettings",
     "PRESETS",
@@ -59,21 +61,12 @@ class FixedHyperparameters(JsonRecord):
                     f"({type(value).__name__})."
                 )
         for name in ("batch_size", "epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigTypeError(
-                    f"FixedHyperparameters.{name} must be an int, got {value!r} "
-                    f"({type(value).__name__})."
-                )
+            check_int(f"FixedHyperparameters.{name}", getattr(self, name), 1)
         if not (self.lr_start > 0 and self.lr_end > 0):
             raise ConfigError(
                 f"FixedHyperparameters needs positive learning rates, got lr_start={self.lr_start!r}, "
                 f"lr_end={self.lr_end!r}; pass values such as lr_start=0.01, lr_end=0.1."
             )
-        if self.batch_size < 1:
-            raise ConfigError(f"FixedHyperparameters.batch_size must be >= 1, got {self.batch_size!r}.")
-        if self.epochs < 1:
-            raise ConfigError(f"FixedHyperparameters.epochs must be >= 1, got {self.epochs!r}.")
         if not self.cycle_size_epochs > 0:
             raise ConfigError(
                 f"FixedHyperparameters.cycle_size_epochs must be > 0, got {self.cycle_size_epochs!r}."
@@ -93,7 +86,6 @@ class FixedHyperparameters(JsonRecord):
             raise ConfigError(
                 f"FixedHyperparameters.grad_clip_norm must be None or > 0, got {self.grad_clip_norm!r}."
             )
-
 
 
 @dataclass(frozen=True)
@@ -253,7 +245,6 @@ class HyperparameterSettings(JsonRecord):
         _check_number(self, "weight_decay", lambda v: v >= 0, "a value >= 0 such as 1e-4")
 
 
-
 def _check_number(s: HyperparameterSettings, name: str, ok: Callable[[float], bool], fix: str) -> None:
     value = getattr(s, name)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -265,13 +256,7 @@ def _check_number(s: HyperparameterSettings, name: str, ok: Callable[[float], bo
 
 
 def _check_int(s: HyperparameterSettings, name: str, minimum: int) -> None:
-    value = getattr(s, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigTypeError(
-            f"HyperparameterSettings.{name} must be an int, got {value!r} ({type(value).__name__})."
-        )
-    if value < minimum:
-        raise ConfigError(f"HyperparameterSettings.{name}={value!r} must be >= {minimum}.")
+    check_int(f"HyperparameterSettings.{name}", getattr(s, name), minimum)
 
 
 def _fastest() -> HyperparameterSettings:

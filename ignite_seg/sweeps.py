@@ -8,11 +8,13 @@ never raise for a failure of the user's code (the error text comes back in the r
 
 Handlers (each with an ``attach()`` that is safe to call twice):
 
-* :class:`GeometricLR` sets the learning rate of iteration ``i`` to
-  ``lr_start * (lr_end / lr_start) ** ((i - 1) / (num_iters - 1))``;
+* :class:`GeometricLR` (ignite's ``LRScheduler`` over a torch ``LambdaLR``) sets the learning rate
+  of iteration ``i`` to ``lr_start * (lr_end / lr_start) ** ((i - 1) / (num_iters - 1))``;
 * :class:`SweepRecorder` records per iteration the LR, the training loss, loss and perf on the
-  held-out slice, and the squared gradient norms published by :func:`create_noise_trainer`;
-* :class:`DivergenceStop` ends the sweep when the EMA loss exceeds ``diverge_th`` times its minimum;
+  held-out slice, and the squared gradient norms that the :class:`NoiseTrainer` of
+  :func:`create_noise_trainer` keeps in its ``grad_norms``;
+* :class:`~ignite_seg.handlers.DivergenceStop` with a :class:`~ignite_seg.lr_range.DivergenceMonitor`
+  ends the sweep when the EMA loss exceeds ``diverge_th`` times its minimum;
 * :class:`LRRangeTest` bundles the three as a temporary intervention (a context manager that
   leaves the model and the optimizer as it found them, like ignite's ``FastaiLRFinder``).
 """
@@ -24,20 +26,22 @@ import math
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Callable, Hashable, Iterator, NamedTuple
 
 import numpy as np
 import torch
 from ignite.engine import Engine, Events
-from ignite.handlers import LinearCyclicalScheduler
+from ignite.handlers import LinearCyclicalScheduler, LRScheduler
+from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import Subset
 
 from .data import Batches, TensorData, as_tensor_data, gather
-from .hparams import FixedHyperparameters
+from .handlers import CurveRecorder, DivergenceStop, output_loss
+from .hparams import OptimizerName
 from .loaders import LoaderSpec
 from .lr_range import DivergenceMonitor
-from .perf import evaluate
-from .trainer import DivergenceGuard, _set_threads, build_recipe, create_trainer, make_optimizer, resolve_device
+from .perf import AccuracyStyle, LossFn, Probe, evaluate
+from .trainer import build_recipe, create_trainer, make_optimizer, resolve_device, set_threads
 
 __all__ = [
     "RecipeSpec",
@@ -47,8 +51,9 @@ __all__ = [
     "BatchRunResult",
     "GeometricLR",
     "SweepRecorder",
-    "DivergenceStop",
     "LRRangeTest",
+    "GradNorms",
+    "NoiseTrainer",
     "create_noise_trainer",
     "run_lr_sweep",
     "run_batch_trial",
@@ -62,10 +67,10 @@ class RecipeSpec:
     model: LoaderSpec
     dataset: LoaderSpec
     loss: LoaderSpec
-    accuracy_style: str
+    accuracy_style: AccuracyStyle
     #: indices of the training set held out to measure perf (never trained on)
     holdout: tuple[int, ...]
-    optimizer: str = "sgd"
+    optimizer: OptimizerName = "sgd"
     momentum: float = 0.0
     weight_decay: float = 0.0
     device: str = "auto"
@@ -134,10 +139,12 @@ class BatchRunResult:
 
 
 # -- handlers -------------------------------------------------------------------------------------
-class GeometricLR:
+class GeometricLR(LRScheduler):
     """Learning rate growing geometrically from ``lr_start`` to ``lr_end`` over ``num_iters``.
 
-    Sets every param group's ``lr`` at ``ITERATION_STARTED`` and publishes it as ``engine.state.lr``.
+    Ignite's ``LRScheduler`` over a torch ``LambdaLR`` (as ignite's ``FastaiLRFinder`` does): it
+    sets every param group's ``lr`` to :meth:`lr_at` at ``ITERATION_STARTED``; constructing it sets
+    the groups' ``lr`` (and ``initial_lr``) to ``lr_start``.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, lr_start: float, lr_end: float, num_iters: int) -> None:
@@ -145,47 +152,71 @@ class GeometricLR:
             raise ValueError(f"GeometricLR needs 0 < lr_start < lr_end, got {lr_start!r}, {lr_end!r}")
         if num_iters < 2:
             raise ValueError(f"GeometricLR needs num_iters >= 2, got {num_iters!r}")
-        self.optimizer, self.lr_start, self.lr_end, self.num_iters = optimizer, lr_start, lr_end, num_iters
+        self.lr_start, self.lr_end, self.num_iters = lr_start, lr_end, num_iters
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"] = lr_start
+        super().__init__(LambdaLR(optimizer, self.factor))
+
+    def factor(self, step: int) -> float:
+        """``lr / lr_start`` after ``step`` steps (0-based); constant past ``num_iters - 1``."""
+        return float((self.lr_end / self.lr_start) ** (min(step, self.num_iters - 1) / (self.num_iters - 1)))
 
     def lr_at(self, iteration: int) -> float:
         """The LR of (1-based) ``iteration``; constant at ``lr_end`` past ``num_iters``."""
-        t = min(max(iteration - 1, 0), self.num_iters - 1) / (self.num_iters - 1)
-        return float(self.lr_start * (self.lr_end / self.lr_start) ** t)
+        return self.lr_start * self.factor(max(iteration - 1, 0))
 
-    def attach(self, engine: Engine) -> None:
-        if not engine.has_event_handler(self._set, Events.ITERATION_STARTED):
-            engine.add_event_handler(Events.ITERATION_STARTED, self._set)
+    def attach(self, engine: Engine, event: Any = Events.ITERATION_STARTED) -> None:
+        """Ignite's ``ParamScheduler.attach``, safe to call twice."""
+        if not engine.has_event_handler(self, event):
+            engine.add_event_handler(event, self)
 
-    def detach(self, engine: Engine) -> None:
-        if engine.has_event_handler(self._set, Events.ITERATION_STARTED):
-            engine.remove_event_handler(self._set, Events.ITERATION_STARTED)
-
-    def _set(self, engine: Engine) -> None:
-        lr = self.lr_at(engine.state.iteration)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        engine.state.lr = lr
+    def detach(self, engine: Engine, event: Any = Events.ITERATION_STARTED) -> None:
+        if engine.has_event_handler(self, event):
+            engine.remove_event_handler(self, event)
 
 
-class SweepRecorder:
-    """Per iteration: LR, training loss, held-out loss and perf, and squared gradient norms."""
+class GradNorms(NamedTuple):
+    """Squared gradient norms of one noise-trainer step, at two batch sizes (see :mod:`ignite_seg.noise_scale`)."""
+
+    sq_small: float  #: mean over the chunks of ``|g_c|²``
+    sq_big: float  #: ``|mean g_c|²``, the whole batch's
+    b_small: float  #: examples per chunk
+    b_big: float  #: examples in the batch
+
+
+class NoiseTrainer(Engine):
+    """An ``Engine`` whose step also measures gradient norms; the last step's are in ``grad_norms``."""
+
+    def __init__(self, process_function: Callable[[Engine, Any], Any]) -> None:
+        super().__init__(process_function)
+        self.grad_norms: GradNorms | None = None
+
+
+class SweepRecorder(CurveRecorder):
+    """Per iteration: LR, training loss, held-out loss and perf, and squared gradient norms.
+
+    The LR is the first param group's of the optimizer passed to :meth:`attach` (NaN without one);
+    the norms are those of a :class:`NoiseTrainer` (NaN on any other engine or a plain step).
+    """
 
     KEYS = ("lrs", "losses", "holdout_losses", "perfs", "sq_small", "sq_big", "b_small", "b_big")
 
     def __init__(
         self,
         model: torch.nn.Module,
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        loss_fn: LossFn,
         holdout: tuple[torch.Tensor, torch.Tensor],
-        style: str,
+        style: AccuracyStyle,
         device: torch.device,
     ) -> None:
-        self.model, self.loss_fn, self.style, self.device = model, loss_fn, style, device
-        self.holdout = tuple(t.to(device) for t in holdout)
-        self.records: dict[str, list[float]] = {k: [] for k in self.KEYS}
+        super().__init__()
+        self.probe = Probe(model, loss_fn, style, device)
+        self.holdout = self.probe.to_device(holdout)
+        self.optimizer: torch.optim.Optimizer | None = None
 
-    def attach(self, engine: Engine) -> None:
-        engine.state.sweep = self.records
+    def attach(self, engine: Engine, optimizer: torch.optim.Optimizer | None = None) -> None:
+        if optimizer is not None:
+            self.optimizer = optimizer
         if not engine.has_event_handler(self.record, Events.ITERATION_COMPLETED):
             engine.add_event_handler(Events.ITERATION_COMPLETED, self.record)
 
@@ -194,51 +225,20 @@ class SweepRecorder:
             engine.remove_event_handler(self.record, Events.ITERATION_COMPLETED)
 
     def record(self, engine: Engine) -> None:
-        loss = float(engine.state.output)
-        hold_loss, perf = (
-            evaluate(self.model, self.loss_fn, [self.holdout], self.style, self.device)
-            if math.isfinite(loss)
-            else (math.nan, math.nan)
-        )
-        norms = getattr(engine.state, "grad_norms", None) or (math.nan,) * 4
-        rec = self.records
-        rec["lrs"].append(float(getattr(engine.state, "lr", math.nan)))
-        rec["losses"].append(loss)
-        rec["holdout_losses"].append(hold_loss)
-        rec["perfs"].append(perf)
-        for k, v in zip(("sq_small", "sq_big", "b_small", "b_big"), norms):
-            rec[k].append(float(v))
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=np.float64) for k, v in self.records.items()}
-
-
-class DivergenceStop:
-    """Terminates the run once the EMA training loss diverges (see :class:`~ignite_seg.lr_range.DivergenceMonitor`).
-
-    Sets ``engine.state.diverged_at`` to the iteration, or leaves it ``None``.
-    """
-
-    def __init__(self, diverge_th: float, smooth_f: float, regain: float | None = None) -> None:
-        self.monitor = DivergenceMonitor(diverge_th, smooth_f, regain)
-
-    def attach(self, engine: Engine) -> None:
-        engine.state.diverged_at = None
-        if not engine.has_event_handler(self._check, Events.ITERATION_COMPLETED):
-            engine.add_event_handler(Events.ITERATION_COMPLETED, self._check)
-
-    def detach(self, engine: Engine) -> None:
-        if engine.has_event_handler(self._check, Events.ITERATION_COMPLETED):
-            engine.remove_event_handler(self._check, Events.ITERATION_COMPLETED)
-
-    def _check(self, engine: Engine) -> None:
-        if self.monitor.update(float(engine.state.output)):
-            engine.state.diverged_at = engine.state.iteration
-            engine.terminate()
+        loss = output_loss(engine)
+        hold_loss, perf = self.probe(self.holdout) if math.isfinite(loss) else (math.nan, math.nan)
+        norms = (engine.grad_norms if isinstance(engine, NoiseTrainer) else None) or (math.nan,) * 4
+        lr = self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else math.nan
+        self.append(lrs=lr, losses=loss, holdout_losses=hold_loss, perfs=perf,
+                    **dict(zip(("sq_small", "sq_big", "b_small", "b_big"), norms)))
 
 
 class LRRangeTest:
     """The LR range test as a temporary intervention on a trainer.
+
+    While attached, the learning rate grows geometrically (:class:`GeometricLR`), ``recorder``
+    records every iteration and a :class:`~ignite_seg.handlers.DivergenceStop` ends the run at
+    divergence; :attr:`diverged_at` is its iteration (``None``: the sweep ran to the end).
 
     Example:
         >>> test = LRRangeTest(1e-4, 1.0, 100, 4.0, 0.05, recorder)  # doctest: +SKIP
@@ -254,23 +254,27 @@ class LRRangeTest:
         self.lr_start, self.lr_end, self.num_iters = lr_start, lr_end, num_iters
         self.diverge_th, self.smooth_f, self.regain = diverge_th, smooth_f, regain
         self.recorder = recorder
+        self.stop: DivergenceStop | None = None
+
+    @property
+    def diverged_at(self) -> int | None:
+        """The iteration at which the last attached sweep diverged, or ``None``."""
+        return None if self.stop is None else self.stop.diverged_at
 
     @contextlib.contextmanager
     def attach(self, engine: Engine, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Iterator[Engine]:
         """Attach the sweep's handlers; on exit remove them and restore model and optimizer."""
         saved_model = copy.deepcopy(model.state_dict())
         saved_opt = copy.deepcopy(optimizer.state_dict())
-        handlers = (
-            GeometricLR(optimizer, self.lr_start, self.lr_end, self.num_iters),
-            self.recorder,
-            DivergenceStop(self.diverge_th, self.smooth_f, self.regain),
-        )
-        for h in handlers:
-            h.attach(engine)
+        schedule = GeometricLR(optimizer, self.lr_start, self.lr_end, self.num_iters)
+        self.stop = DivergenceStop(DivergenceMonitor(self.diverge_th, self.smooth_f, self.regain))
+        schedule.attach(engine)
+        self.recorder.attach(engine, optimizer)
+        self.stop.attach(engine)
         try:
             yield engine
         finally:
-            for h in handlers:
+            for h in (schedule, self.recorder, self.stop):
                 h.detach(engine)
             model.load_state_dict(saved_model)
             optimizer.load_state_dict(saved_opt)
@@ -282,12 +286,12 @@ def create_noise_trainer(
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     device: torch.device,
     chunks: int,
-) -> Engine:
+) -> NoiseTrainer:
     """An ``Engine`` whose step is one SGD update on the batch's mean gradient, computed chunk by chunk.
 
     The batch of ``B`` is split into ``chunks`` chunks of ``B / chunks``; with ``g_c`` the chunk
-    gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step publishes
-    ``engine.state.grad_norms = (mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
+    gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step keeps
+    ``trainer.grad_norms = GradNorms(mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
     two batch sizes from which :mod:`ignite_seg.noise_scale` estimates the noise scale. Batches
     that do not split evenly, and every batch with ``chunks=1`` (a sweep that needs no noise
     scale), get plain updates and no norms.
@@ -305,7 +309,7 @@ def create_noise_trainer(
             loss = loss_fn(model(x), y)
             loss.backward()
             optimizer.step()
-            engine.state.grad_norms = None
+            trainer.grad_norms = None
             return float(loss.detach())
         total = None
         sq_small = 0.0
@@ -324,18 +328,19 @@ def create_noise_trainer(
         for p in params:
             p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
-        engine.state.grad_norms = (sq_small / k, float(mean.dot(mean)), n / k, float(n))
+        trainer.grad_norms = GradNorms(sq_small / k, float(mean.dot(mean)), n / k, float(n))
         optimizer.step()
         return loss_sum / k
 
-    return Engine(step)
+    trainer = NoiseTrainer(step)
+    return trainer
 
 
 # -- task functions -------------------------------------------------------------------------------
 @dataclass
 class _Prepared:
     model: torch.nn.Module
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    loss_fn: LossFn
     fit: Any
     holdout: tuple[torch.Tensor, torch.Tensor]
     device: torch.device
@@ -343,7 +348,7 @@ class _Prepared:
 
 def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared:
     """Build the recipe (model first, from ``init_seed``), split the training set, touch no val item."""
-    _set_threads(recipe.threads)
+    set_threads(recipe.threads)
     torch.manual_seed(init_seed)
     built = build_recipe(recipe.model, recipe.dataset, recipe.loss)
     device = resolve_device(recipe.device, device_index)
@@ -351,7 +356,7 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
     train = built.train_set if tensors is None else tensors
     held = np.asarray(recipe.holdout, dtype=np.int64)
     rest = np.setdiff1d(np.arange(len(train)), held)
-    holdout = gather(train, held)
+    holdout = gather(train, torch.from_numpy(held))
     if isinstance(train, TensorData):
         idx = torch.as_tensor(rest)
         fit: Any = TensorData(train.x[idx], train.y[idx])
@@ -361,11 +366,7 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
 
 
 def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
-    hp = FixedHyperparameters(
-        lr_start=lr, lr_end=lr, batch_size=1, cycle_size_epochs=1, epochs=1,
-        optimizer=recipe.optimizer, momentum=recipe.momentum, weight_decay=recipe.weight_decay,  # type: ignore[arg-type]
-    )
-    return make_optimizer(model, hp)
+    return make_optimizer(model, recipe.optimizer, lr=lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay)
 
 
 def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
@@ -384,7 +385,7 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
         with test.attach(engine, prep.model, optimizer):
             state = engine.run(batches, max_iters=task.iterations)
         result.arrays = recorder.arrays()
-        result.status = "diverged" if state.diverged_at is not None else "completed"
+        result.status = "diverged" if test.diverged_at is not None else "completed"
         result.examples = _examples(batches, state.iteration)
     except Exception:
         result.error = traceback.format_exc()
@@ -406,11 +407,12 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
             optimizer, "lr", start_value=task.lr_min, end_value=task.lr_max, cycle_size=iterations
         )
         engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
-        DivergenceGuard().attach(engine)
+        stop = DivergenceStop()
+        stop.attach(engine)
         state = engine.run(batches, max_iters=iterations)
         result.iterations = int(state.iteration)
         result.examples = _examples(batches, state.iteration)
-        if state.diverged_at is not None:
+        if stop.diverged_at is not None:
             result.status, result.perf, result.loss = "diverged", 0.0, math.inf
         else:
             result.loss, result.perf = evaluate(

@@ -3,7 +3,8 @@
 Each training feature is a handler with an ``attach()`` that is safe to call twice:
 
 * ignite's ``LinearCyclicalScheduler`` for the triangular learning-rate schedule;
-* :class:`DivergenceGuard` stops the run at the first non-finite loss and records the iteration;
+* :class:`~ignite_seg.handlers.DivergenceStop` stops the run at the first non-finite loss and
+  records the iteration;
 * :class:`ThroughTimeRecorder` measures loss and perf on fixed subsets of the training and
   validation sets ``snapshots_per_epoch`` times per epoch;
 * :class:`HiddenRecorder` keeps hidden representations of a sample (for the analysis video).
@@ -20,7 +21,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -28,9 +29,10 @@ from ignite.engine import Engine, Events
 from ignite.handlers import LinearCyclicalScheduler
 
 from .data import Batches, TensorData, as_tensor_data, eval_batches, gather
-from .hparams import FixedHyperparameters
+from .handlers import CurveRecorder, DivergenceStop
+from .hparams import FixedHyperparameters, OptimizerName
 from .loaders import LoaderSpec
-from .perf import evaluate
+from .perf import AccuracyStyle, LossFn, Probe, evaluate
 
 __all__ = [
     "TrialTask",
@@ -39,10 +41,10 @@ __all__ = [
     "build_recipe",
     "create_trainer",
     "make_optimizer",
-    "DivergenceGuard",
     "ThroughTimeRecorder",
     "HiddenRecorder",
     "run_trial",
+    "set_threads",
     "resolve_device",
     "state_dict_bytes",
 ]
@@ -66,7 +68,7 @@ class TrialTask:
     dataset: LoaderSpec
     loss: LoaderSpec
     hparams: FixedHyperparameters
-    accuracy_style: str
+    accuracy_style: AccuracyStyle
     seed: int
     device: str = "auto"
     snapshots_per_epoch: int = 10
@@ -100,7 +102,7 @@ class Recipe:
     model: torch.nn.Module
     train_set: Any
     val_set: Any
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    loss_fn: LossFn
 
 
 def build_recipe(model: LoaderSpec, dataset: LoaderSpec, loss: LoaderSpec) -> Recipe:
@@ -128,18 +130,19 @@ def state_dict_bytes(model: torch.nn.Module) -> bytes:
     return buf.getvalue()
 
 
-def make_optimizer(model: torch.nn.Module, hp: FixedHyperparameters) -> torch.optim.Optimizer:
-    if hp.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=hp.lr_start, weight_decay=hp.weight_decay)
-    return torch.optim.SGD(
-        model.parameters(), lr=hp.lr_start, momentum=hp.momentum, weight_decay=hp.weight_decay
-    )
+def make_optimizer(
+    model: torch.nn.Module, optimizer: OptimizerName, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0
+) -> torch.optim.Optimizer:
+    """SGD (with ``momentum``) or AdamW over the model's parameters; AdamW ignores ``momentum``."""
+    if optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 
 def create_trainer(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    loss_fn: LossFn,
     device: torch.device,
     grad_clip_norm: float | None = None,
     amp: bool = False,
@@ -178,28 +181,6 @@ def create_trainer(
     return engine
 
 
-class DivergenceGuard:
-    """Terminates the run at the first non-finite loss.
-
-    The iteration is kept in ``self.diverged_at`` and published as ``engine.state.diverged_at``
-    (``None`` while the loss stays finite).
-    """
-
-    def __init__(self) -> None:
-        self.diverged_at: int | None = None
-
-    def attach(self, engine: Engine) -> None:
-        engine.state.diverged_at = None  # type: ignore[attr-defined]
-        if not engine.has_event_handler(self._check, Events.ITERATION_COMPLETED):
-            engine.add_event_handler(Events.ITERATION_COMPLETED, self._check)
-
-    def _check(self, engine: Engine) -> None:
-        if not math.isfinite(float(engine.state.output)):  # type: ignore[arg-type]
-            self.diverged_at = engine.state.iteration
-            engine.state.diverged_at = self.diverged_at  # type: ignore[attr-defined]
-            engine.terminate()
-
-
 def snapshot_iterations(iters_per_epoch: int, epochs: int, per_epoch: int) -> list[int]:
     """Iterations (after the update) at which to snapshot, ``per_epoch`` per epoch, deduplicated."""
     total = iters_per_epoch * epochs
@@ -207,36 +188,31 @@ def snapshot_iterations(iters_per_epoch: int, epochs: int, per_epoch: int) -> li
     return sorted(i for i in its if 1 <= i <= total)
 
 
-class ThroughTimeRecorder:
+class ThroughTimeRecorder(CurveRecorder):
     """Loss and perf on fixed subsets, ``per_epoch`` times per epoch plus once before training.
 
-    Publishes the lists on ``engine.state.throughtime`` with the exact fractional epoch of each
-    snapshot (iteration / iterations per epoch).
+    ``records`` holds the lists, with the exact fractional epoch of each snapshot (iteration /
+    iterations per epoch).
     """
+
+    KEYS = ("epochs", "losses_train", "losses_val", "perfs_train", "perfs_val")
 
     def __init__(
         self,
-        model: torch.nn.Module,
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        probe: Probe,
         train_batch: tuple[torch.Tensor, torch.Tensor],
         val_batch: tuple[torch.Tensor, torch.Tensor],
-        style: str,
-        device: torch.device,
         iters_per_epoch: int,
         epochs: int,
         per_epoch: int,
     ) -> None:
-        self.model, self.loss_fn, self.style, self.device = model, loss_fn, style, device
-        self.train_batch = (train_batch[0].to(device), train_batch[1].to(device))
-        self.val_batch = (val_batch[0].to(device), val_batch[1].to(device))
+        super().__init__()
+        self.probe = probe
+        self.train_batch, self.val_batch = probe.to_device(train_batch), probe.to_device(val_batch)
         self.iters_per_epoch = iters_per_epoch
         self._when = set(snapshot_iterations(iters_per_epoch, epochs, per_epoch))
-        self.records: dict[str, list[float]] = {
-            k: [] for k in ("epochs", "losses_train", "losses_val", "perfs_train", "perfs_val")
-        }
 
     def attach(self, engine: Engine) -> None:
-        engine.state.throughtime = self.records  # type: ignore[attr-defined]
         if not engine.has_event_handler(self.snapshot, Events.STARTED):
             engine.add_event_handler(Events.STARTED, self.snapshot)
             engine.add_event_handler(
@@ -244,17 +220,10 @@ class ThroughTimeRecorder:
             )
 
     def snapshot(self, engine: Engine) -> None:
-        lt, pt = evaluate(self.model, self.loss_fn, [self.train_batch], self.style, self.device)
-        lv, pv = evaluate(self.model, self.loss_fn, [self.val_batch], self.style, self.device)
-        rec = self.records
-        rec["epochs"].append(engine.state.iteration / self.iters_per_epoch)
-        rec["losses_train"].append(lt)
-        rec["losses_val"].append(lv)
-        rec["perfs_train"].append(pt)
-        rec["perfs_val"].append(pv)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=np.float64) for k, v in self.records.items()}
+        lt, pt = self.probe(self.train_batch)
+        lv, pv = self.probe(self.val_batch)
+        self.append(epochs=engine.state.iteration / self.iters_per_epoch, losses_train=lt, losses_val=lv,
+                    perfs_train=pt, perfs_val=pv)
 
 
 def _hidden_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
@@ -327,7 +296,8 @@ def _subset_indices(rng: np.random.Generator, n: int, m: int) -> torch.Tensor:
     return torch.from_numpy(np.sort(rng.choice(n, size=m, replace=False)))
 
 
-def _set_threads(threads: int | None) -> None:
+def set_threads(threads: int | None) -> None:
+    """Set torch's intra-op thread count when ``threads`` is given and differs (each call costs)."""
     if threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 
@@ -338,7 +308,7 @@ def run_trial(task: TrialTask) -> TrialOutcome:
     t0 = time.perf_counter()
     outcome = TrialOutcome(task.trial_id, "failed", 0.0, started, os.getpid())
     try:
-        _set_threads(task.threads)
+        set_threads(task.threads)
         _train(task, outcome)
     except Exception:
         outcome.status = "failed"
@@ -376,17 +346,16 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     batches = Batches(train_data, hp.batch_size, generator)
     iters_per_epoch = len(batches)
 
-    optimizer = make_optimizer(model, hp)
+    optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
+                               weight_decay=hp.weight_decay)
     engine = create_trainer(model, optimizer, recipe.loss_fn, device, hp.grad_clip_norm, hp.amp)
     cycle = max(2, int(round(hp.cycle_size_epochs * iters_per_epoch)))
     scheduler = LinearCyclicalScheduler(optimizer, "lr", start_value=hp.lr_start, end_value=hp.lr_end, cycle_size=cycle)
     engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
-    guard = DivergenceGuard()
+    guard = DivergenceStop()
     guard.attach(engine)
-    recorder = ThroughTimeRecorder(
-        model, recipe.loss_fn, train_sub, val_sub, task.accuracy_style, device,
-        iters_per_epoch, hp.epochs, task.snapshots_per_epoch,
-    )
+    probe = Probe(model, recipe.loss_fn, task.accuracy_style, device)
+    recorder = ThroughTimeRecorder(probe, train_sub, val_sub, iters_per_epoch, hp.epochs, task.snapshots_per_epoch)
     recorder.attach(engine)
     hidden = None
     if task.record_hidden:

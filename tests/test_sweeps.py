@@ -6,7 +6,8 @@ import copy
 import numpy as np
 import pytest
 import torch
-from ignite.engine import Events
+from ignite.engine import Engine, Events
+from ignite.handlers import LRScheduler
 from tasks import blobs, mlp
 
 from ignite_seg.data import Batches, TensorData
@@ -14,8 +15,10 @@ from ignite_seg.loaders import normalize_spec
 from ignite_seg.sweeps import (
     BatchRunTask,
     GeometricLR,
+    GradNorms,
     LRRangeTest,
     LRSweepTask,
+    NoiseTrainer,
     RecipeSpec,
     SweepRecorder,
     create_noise_trainer,
@@ -48,7 +51,7 @@ def test_noise_trainer_update_is_the_full_batch_update_and_norms_are_exact():
     twin_opt.step()
     for a, b in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    sq_small, sq_big, b_small, b_big = engine.state.grad_norms
+    sq_small, sq_big, b_small, b_big = engine.grad_norms
     assert (b_small, b_big) == (8, 32)
     assert sq_big == pytest.approx(float(full_grad @ full_grad), rel=1e-5)
     assert sq_small >= sq_big  # mean of squares >= square of the mean (Jensen)
@@ -77,6 +80,53 @@ def test_range_test_records_geometric_lrs_and_restores_model_and_optimizer():
     assert opt.state_dict()["state"] == opt_before["state"] == {}
     assert not engine.has_event_handler(rec.record, Events.ITERATION_COMPLETED)
     assert GeometricLR(opt, 1e-3, 1.0, 40).lr_at(1000) == pytest.approx(1.0)
+
+
+def test_geometric_lr_is_ignites_lr_scheduler_with_the_geometric_lr_at_each_step():
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    opt.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 7.0})
+    lr_start, lr_end, n = 1e-4, 10.0, 7
+    schedule = GeometricLR(opt, lr_start, lr_end, n)
+    assert isinstance(schedule, LRScheduler)
+    engine = Engine(lambda e, _b: 0.0)
+    schedule.attach(engine)
+    schedule.attach(engine)  # attach twice: still one handler
+    seen = []
+    engine.add_event_handler(Events.ITERATION_COMPLETED, lambda e: seen.append([g["lr"] for g in opt.param_groups]))
+    engine.run(range(n + 3), max_epochs=1)
+    expected = [lr_start * (lr_end / lr_start) ** (min(k, n - 1) / (n - 1)) for k in range(n + 3)]
+    assert seen == [[lr, lr] for lr in expected]  # exactly the formula, every group, constant past n
+    assert [schedule.lr_at(i) for i in range(1, n + 4)] == expected
+
+
+def test_noise_trainer_keeps_typed_norms_on_itself_not_on_state():
+    d = data()
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = create_noise_trainer(model, opt, torch.nn.CrossEntropyLoss(), torch.device("cpu"), chunks=4)
+    assert isinstance(engine, NoiseTrainer) and engine.grad_norms is None
+    engine.run([(d.x[:32], d.y[:32])], max_epochs=1)
+    assert isinstance(engine.grad_norms, GradNorms) and engine.grad_norms.b_big == 32.0
+    assert not hasattr(engine.state, "grad_norms")
+    engine.run([(d.x[:30], d.y[:30])], max_epochs=1)  # 30 does not split in 4 chunks: a plain step
+    assert engine.grad_norms is None
+
+
+def test_range_test_publishes_its_divergence_iteration():
+    torch.manual_seed(0)
+    d = data()
+    model = mlp()
+    loss_fn = torch.nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=1)
+    rec = SweepRecorder(model, loss_fn, (d.x[:16], d.y[:16]), "classification", torch.device("cpu"))
+    test = LRRangeTest(1e-2, 1e6, 60, diverge_th=2.0, smooth_f=0.5, recorder=rec)
+    assert test.diverged_at is None
+    with test.attach(engine, model, opt) as e:
+        state = e.run(Batches(d, 16, torch.Generator().manual_seed(0)), max_iters=60)
+    assert test.diverged_at == state.iteration == rec.arrays()["losses"].size < 60
+    assert not hasattr(state, "diverged_at")
 
 
 def recipe(holdout=tuple(range(0, 96, 8))):
