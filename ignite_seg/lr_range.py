@@ -300,7 +300,7 @@ def choose_lr_range(
     deriv = np.full(lrs.size, np.nan)
     deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(rule.window, 3))
     x = np.log10(lrs[:n_valid])
-    d, x_stop = eligible_slopes(deriv[:n_valid], x, valley, rule)
+    d, x_stop = eligible_slopes(deriv[:n_valid], x, valley, rule.window, rule.window_decades)
     k = int(np.argmin(d))
     if improvement < rule.min_improvement or not d[k] < 0:
         raise TuningError(

@@ -8,12 +8,7 @@ is anchored at the centre of the valley's bottom, :func:`valley_bottom`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
-
-if TYPE_CHECKING:
-    from .lr_range import RangeRule
 
 __all__ = ["MIN_POINTS", "VALLEY_TOL", "VALLEY_BOTTOM_TOL", "start_and_minimum", "eligible_slopes", "valley_bottom"]
 
@@ -54,27 +49,30 @@ def valley_bottom(x: np.ndarray, y: np.ndarray, k_min: int, first: float) -> flo
     return float(x[lo : hi + 1].mean())
 
 
-def eligible_slopes(d: np.ndarray, x: np.ndarray, valley: np.ndarray, rule: RangeRule) -> tuple[np.ndarray, float | None]:
-    """The valley rule: the slopes ``d`` with those outside the window (``rule.window_decades`` below the
-    last usable LR, not past the valley floor) set to ``inf``; and, when the loss did not improve in
-    that window, the centre of the valley's bottom (in ``x``) that the range is anchored at, else None."""
+def eligible_slopes(d: np.ndarray, x: np.ndarray, valley: np.ndarray, window: int,
+                    window_decades: float | None) -> tuple[np.ndarray, float | None]:
+    """The valley rule: the slopes ``d`` (against ``x = log10 lr``) with those outside the window set to
+    ``inf``: ``window_decades`` below the last usable LR (None: no window), and not past the valley floor
+    of ``valley`` (smoothed with ``window``). When the loss did not improve in that window, the window is
+    anchored at the loss minimum instead and the range ends at the centre of the valley's bottom: that
+    ``x`` comes second (else None)."""
     d = d.copy()
-    if rule.window_decades is None:
+    if window_decades is None:
         return d, None
-    valley_first, valley_min = start_and_minimum(valley, rule.window)
+    valley_first, valley_min = start_and_minimum(valley, window)
     # the valley floor ends where the loss first rises above min + VALLEY_TOL x the improvement:
     # past that, a dip (after a rise that tripped no divergence rule) is not a better LR
     band = valley[valley_min] + VALLEY_TOL * (valley_first - valley[valley_min])
     rise = np.flatnonzero(valley[valley_min:] > band)
     x_floor = x[valley_min + int(rise[0]) - 1] if rise.size else x[-1]
-    outside = (x < x[-1] - rule.window_decades) | (x > x_floor)
+    outside = (x < x[-1] - window_decades) | (x > x_floor)
     x_stop = None
     if not _improves_within(d, outside):
         # no improvement in that window: the loss rose slowly past its minimum without tripping
         # the divergence rules; the window ends at the valley floor instead, and the range at
         # the minimum, the centre of the valley's bottom (the loss improves up to there; the
         # steepest stretch below it is the young model's, which the window avoids: it only sets lr_min)
-        outside = (x < x[valley_min] - rule.window_decades) | (x > x_floor)
+        outside = (x < x[valley_min] - window_decades) | (x > x_floor)
         x_stop = valley_bottom(x, valley, valley_min, valley_first)
     if _improves_within(d, outside):
         d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval

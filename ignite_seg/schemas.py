@@ -27,13 +27,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .exceptions import IgniteSegError
-from .fileio import read_json, write_json, write_npz
+from .fileio import read_json, write_json
 from .hparams import FixedHyperparameters
+from .schema_base import JsonSection, NpzRecord, SchemaError, absent_ok, check_keys, optional, section
 from .smoothing import moving_average, nanmean
 
 __all__ = [
@@ -51,80 +51,6 @@ SAMPLED_NPZ = "bs_sampled.npz"
 #: The tuner's files in ``hparams/`` that the analysis reads (each may be absent).
 HPARAM_FILES = (FINAL_JSON, MISC_JSON, LR_NPZ, BS_NPZ, SAMPLED_NPZ)
 
-T = TypeVar("T")
-N = TypeVar("N", bound="NpzRecord")
-J = TypeVar("J", bound="JsonSection")
-
-
-class SchemaError(IgniteSegError, ValueError):
-    """A file in ``hparams/`` does not hold the keys its record expects."""
-
-
-def _opt(**meta: Any) -> Any:
-    """A field an older folder may lack (read as ``None``)."""
-    return field(default=None, metadata=meta)
-
-
-def _absent_ok() -> Any:
-    """A field the writer itself leaves out while it is ``None`` (a step not reached yet)."""
-    return field(default=None, metadata={"absent_ok": True})
-
-
-def _check_keys(cls: type, keys: set[str], strict: bool, what: str) -> None:
-    """Refuse unknown keys (strict) and missing ones: required always, any written one when strict."""
-    fields = dataclasses.fields(cls)
-    names = {f.name for f in fields}
-    unknown = sorted(keys - names)
-    if strict and unknown:
-        raise SchemaError(f"{what} holds key(s) {unknown} that {cls.__name__} does not know (it knows "
-                          f"{sorted(names)}); add them to the record in ignite_seg/schemas.py")
-    for f in fields:
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        if f.name not in keys and (required or (strict and not f.metadata.get("absent_ok"))):
-            raise SchemaError(f"{what} lacks the key {f.name!r} of {cls.__name__}; a file the tuner wrote has "
-                              "it: re-run the tune, or read the folder with a matching ignite_seg version")
-
-
-# -- npz files -------------------------------------------------------------------------------------
-class NpzRecord:
-    """``to_npz()``/``from_npz()`` for a frozen dataclass of arrays and 0-d scalars.
-
-    A scalar field names its Python type in its metadata (``scalar=int``); ``None`` fields are not written.
-    """
-
-    def to_npz(self) -> dict[str, np.ndarray]:
-        return {f.name: np.asarray(getattr(self, f.name)) for f in dataclasses.fields(self)  # type: ignore[arg-type]
-                if getattr(self, f.name) is not None}
-
-    @classmethod
-    def from_npz(cls: type[N], arrays: Mapping[str, Any], *, strict: bool = False) -> N:
-        _check_keys(cls, set(arrays), strict, cls.__name__)
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name in arrays:
-                scalar: Callable[[Any], Any] | None = f.metadata.get("scalar")
-                values[f.name] = scalar(np.asarray(arrays[f.name]).item()) if scalar else np.asarray(arrays[f.name])
-        return cls(**values)
-
-    @classmethod
-    def coerce(cls: type[N], data: N | Mapping[str, Any] | None) -> N | None:
-        """A record from a record, a mapping of arrays (read leniently) or ``None``."""
-        return data if data is None or isinstance(data, cls) else cls.from_npz(data)  # type: ignore[arg-type]
-
-    def write(self, path: str | Path) -> None:
-        write_npz(path, **self.to_npz())
-
-    @classmethod
-    def read(cls: type[N], path: str | Path, *, strict: bool = False) -> N | None:
-        """The record in ``path``, or ``None`` when the file does not exist."""
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            return None
-        return cls.from_npz(arrays, strict=strict)
-
-
 @dataclass(frozen=True, eq=False)
 class LRSweepFile(NpzRecord):
     """``lr_vs_perf.npz``: one LR range test, its curves and the range chosen on them.
@@ -138,26 +64,26 @@ class LRSweepFile(NpzRecord):
     #: (P,) the sweep's learning rates, growing geometrically
     lrs: np.ndarray
     #: (R, P) training loss per iteration (NaN after a repeat stopped)
-    losses: np.ndarray | None = _opt()
+    losses: np.ndarray | None = optional()
     #: (R, P) perf on the held-out slice of the training set
-    perfs: np.ndarray | None = _opt()
+    perfs: np.ndarray | None = optional()
     #: (R, P) smoothed ``losses`` and ``perfs``
-    losses_smoothed: np.ndarray | None = _opt()
-    perfs_smoothed: np.ndarray | None = _opt()
+    losses_smoothed: np.ndarray | None = optional()
+    perfs_smoothed: np.ndarray | None = optional()
     #: (P,) derivative against log10 LR of the mean of the curve the range was chosen on, and of perf
-    loss_deriv: np.ndarray | None = _opt()
-    perf_deriv: np.ndarray | None = _opt()
+    loss_deriv: np.ndarray | None = optional()
+    perf_deriv: np.ndarray | None = optional()
     #: (2,) the chosen ``[lr_min, lr_max]``
-    lr_range: np.ndarray | None = _opt()
+    lr_range: np.ndarray | None = optional()
     #: (R,) LR at which each repeat stopped (diverged), NaN where it did not
-    diverged_lr: np.ndarray | None = _opt()
+    diverged_lr: np.ndarray | None = optional()
     #: (R, P) the loss on the held-out slice after every step, and smoothed (``None``: an older folder)
-    holdout_losses: np.ndarray | None = _opt()
-    holdout_losses_smoothed: np.ndarray | None = _opt()
+    holdout_losses: np.ndarray | None = optional()
+    holdout_losses_smoothed: np.ndarray | None = optional()
     #: the curve the range was chosen on: ``"holdout_losses"`` or ``"losses"`` (older folders: ``"losses"``)
     choice_curve: str = field(default="losses", metadata={"scalar": str})
     #: the batch size of the sweep
-    batch_size: int | None = _opt(scalar=int)
+    batch_size: int | None = optional(scalar=int)
     #: whether this is the rescan at the chosen batch size (older folders: ``False``)
     rescan: bool = field(default=False, metadata={"scalar": bool})
 
@@ -176,17 +102,17 @@ class BatchSweepFile(NpzRecord):
     #: (B,) the candidate batch sizes
     bss: np.ndarray
     #: (R, B) first-rung held-out perf per repeat, and its smoothed mean (B,)
-    perfs: np.ndarray | None = _opt()
-    perfs_smoothed: np.ndarray | None = _opt()
+    perfs: np.ndarray | None = optional()
+    perfs_smoothed: np.ndarray | None = optional()
     #: (2,) smallest and largest candidate (the chosen batch size twice without candidates)
-    bs_range: np.ndarray | None = _opt()
+    bs_range: np.ndarray | None = optional()
     #: the gradient noise scale B_simple used (NaN: not measured; older folders: NaN)
     noise_scale: float = field(default=float("nan"), metadata={"scalar": float})
     #: (K,) per sweep point, the LR and the median of the repeats' running noise-scale estimates
-    noise_scale_lrs: np.ndarray | None = _opt()
-    noise_scale_values: np.ndarray | None = _opt()
+    noise_scale_lrs: np.ndarray | None = optional()
+    noise_scale_values: np.ndarray | None = optional()
     #: the chosen batch size
-    batch_size: int | None = _opt(scalar=int)
+    batch_size: int | None = optional(scalar=int)
 
     @classmethod
     def of_rungs(cls, bss: Sequence[int], chosen: int, rung_perfs: Sequence[np.ndarray], noise: float,
@@ -209,16 +135,16 @@ class BatchSampledFile(NpzRecord):
     #: (C,) the candidate batch sizes
     bss: np.ndarray
     #: (R, C) held-out perf at the deciding rung (NaN where pruned earlier), and the losses beside it
-    scores: np.ndarray | None = _opt()
-    losses: np.ndarray | None = _opt()
+    scores: np.ndarray | None = optional()
+    losses: np.ndarray | None = optional()
     #: (C,) the epochs each candidate trained for
-    budget_epochs: np.ndarray | None = _opt()
+    budget_epochs: np.ndarray | None = optional()
     #: the chosen batch size
-    chosen: int | None = _opt(scalar=int)
+    chosen: int | None = optional(scalar=int)
     #: (N, R, C) perf and loss at every rung, (N,) each rung's budget in epochs
-    rung_scores: np.ndarray | None = _opt()
-    rung_losses: np.ndarray | None = _opt()
-    rung_budgets: np.ndarray | None = _opt()
+    rung_scores: np.ndarray | None = optional()
+    rung_losses: np.ndarray | None = optional()
+    rung_budgets: np.ndarray | None = optional()
 
     @classmethod
     def of_rungs(cls, bss: Sequence[int], chosen: int, rung_budgets: Sequence[float],
@@ -238,98 +164,56 @@ class BatchSampledFile(NpzRecord):
 
 
 # -- misc.json -------------------------------------------------------------------------------------
-class JsonSection:
-    """``to_json()``/``from_json()`` for a frozen dataclass that is (part of) a JSON file.
-
-    A field whose metadata holds ``load`` is a nested section: ``load(value, strict)`` reads it.
-    Fields made with ``_absent_ok()`` are left out while ``None``.
-    """
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if value is None and f.metadata.get("absent_ok"):
-                continue
-            out[f.name] = _json_value(value)
-        return out
-
-    @classmethod
-    def from_json(cls: type[J], data: Mapping[str, Any], *, strict: bool = False) -> J:
-        if not isinstance(data, Mapping):
-            raise SchemaError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
-        _check_keys(cls, set(data), strict, cls.__name__)
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name in data:
-                load = f.metadata.get("load")
-                value = data[f.name]
-                values[f.name] = load(value, strict) if load and value is not None else value
-        return cls(**values)
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, JsonSection):
-        return value.to_json()
-    if isinstance(value, list):
-        return [_json_value(v) for v in value]
-    return value
-
-
-def _section(cls: type[JsonSection]) -> Callable[[Any, bool], Any]:
-    return lambda value, strict: cls.from_json(value, strict=strict)
-
-
 @dataclass(frozen=True)
 class LRRangeStep(JsonSection):
     """``steps.lr_range`` (and ``steps.lr_rescan``): one LR range test's decision and its inputs."""
 
-    batch_size: int | None = _opt()
-    iterations: int | None = _opt()
-    repeats: int | None = _opt()
-    repeats_ok: int | None = _opt()
-    pooled_repeats: int | None = _opt()
-    init_seeds: list[int] | None = _opt()
-    shared_init: bool | None = _opt()
-    chosen_on: str | None = _opt()
-    valley_located_on: str | None = _opt()
-    smooth_window: int | None = _opt()
-    stop_ema_weight: float | None = _opt()
-    lr_min: float | None = _opt()
-    lr_max: float | None = _opt()
-    steepest_lr: float | None = _opt()
-    steepest_slope_per_decade: float | None = _opt()
-    relative_improvement: float | None = _opt()
+    batch_size: int | None = optional()
+    iterations: int | None = optional()
+    repeats: int | None = optional()
+    repeats_ok: int | None = optional()
+    pooled_repeats: int | None = optional()
+    init_seeds: list[int] | None = optional()
+    shared_init: bool | None = optional()
+    chosen_on: str | None = optional()
+    valley_located_on: str | None = optional()
+    smooth_window: int | None = optional()
+    stop_ema_weight: float | None = optional()
+    lr_min: float | None = optional()
+    lr_max: float | None = optional()
+    steepest_lr: float | None = optional()
+    steepest_slope_per_decade: float | None = optional()
+    relative_improvement: float | None = optional()
     #: per repeat, the LR at which it stopped (diverged), and where the choice cut it (None: not)
-    stopped_lr: list[float | None] | None = _opt()
-    cut_lr: list[float | None] | None = _opt()
-    task_seconds: list[float] | None = _opt()
-    prepare_seconds: list[float] | None = _opt()
-    points_used: int | None = _opt()
-    range_hits_sweep_end: bool | None = _opt()
+    stopped_lr: list[float | None] | None = optional()
+    cut_lr: list[float | None] | None = optional()
+    task_seconds: list[float] | None = optional()
+    prepare_seconds: list[float] | None = optional()
+    points_used: int | None = optional()
+    range_hits_sweep_end: bool | None = optional()
     #: True when ``lr_max`` is the centre of the valley's bottom (older folders: None, read as False)
-    anchored_at_loss_minimum: bool | None = _opt()
-    rule: str | None = _opt()
-    noise_scale: float | None = _opt()
-    noise_scale_rule: str | None = _opt()
-    noise_b_small: float | None = _opt()
-    noise_b_big: int | None = _opt()
+    anchored_at_loss_minimum: bool | None = optional()
+    rule: str | None = optional()
+    noise_scale: float | None = optional()
+    noise_scale_rule: str | None = optional()
+    noise_b_small: float | None = optional()
+    noise_b_big: int | None = optional()
 
 
 @dataclass(frozen=True)
 class Rung(JsonSection):
     """One rung of the successive halving over the batch-size candidates."""
 
-    budget_epochs: float | None = _opt()
-    batch_sizes: list[int] | None = _opt()
+    budget_epochs: float | None = optional()
+    batch_sizes: list[int] | None = optional()
     #: ``{str(batch size): mean over the repeats}``
-    mean_perf: dict[str, float | None] | None = _opt()
-    mean_loss: dict[str, float | None] | None = _opt()
-    ranked_by: str | None = _opt()
-    kept: list[int] | None = _opt()
-    best_by_score: int | None = _opt()
+    mean_perf: dict[str, float | None] | None = optional()
+    mean_loss: dict[str, float | None] | None = optional()
+    ranked_by: str | None = optional()
+    kept: list[int] | None = optional()
+    best_by_score: int | None = optional()
     #: why the kept best is not the best scored one (present only then)
-    tie: str | None = _absent_ok()
+    tie: str | None = absent_ok()
 
 
 @dataclass(frozen=True)
@@ -347,8 +231,8 @@ def _load_rungs(value: Any, strict: bool) -> list[Rung | RungNote]:
 class BatchSearchProgress(JsonSection):
     """``steps.batch_size`` while the candidate runs go on (rewritten after each rung)."""
 
-    candidates: list[int] | None = _opt()
-    rungs: list[Rung | RungNote] | None = _opt(load=_load_rungs)
+    candidates: list[int] | None = optional()
+    rungs: list[Rung | RungNote] | None = optional(load=_load_rungs)
     state: str = "running"
 
 
@@ -356,14 +240,14 @@ class BatchSearchProgress(JsonSection):
 class BatchSizeStep(JsonSection):
     """``steps.batch_size`` once chosen: the noise scale, the candidates, the rungs and the reason."""
 
-    noise_scale: float | None = _opt()
-    centre: float | None = _opt()
-    noise_batch_frac: float | None = _opt()
-    candidates: list[int] | None = _opt()
-    chosen: int | None = _opt()
-    reason: str | None = _opt()
-    rungs: list[Rung | RungNote] | None = _opt(load=_load_rungs)
-    lr_scaling: str | None = _opt()
+    noise_scale: float | None = optional()
+    centre: float | None = optional()
+    noise_batch_frac: float | None = optional()
+    candidates: list[int] | None = optional()
+    chosen: int | None = optional()
+    reason: str | None = optional()
+    rungs: list[Rung | RungNote] | None = optional(load=_load_rungs)
+    lr_scaling: str | None = optional()
 
 
 def _load_batch_step(value: Any, strict: bool) -> BatchSizeStep | BatchSearchProgress:
@@ -375,25 +259,25 @@ def _load_batch_step(value: Any, strict: bool) -> BatchSizeStep | BatchSearchPro
 class ScheduleStep(JsonSection):
     """``steps.schedule``: the final trials' epochs and cycles, and the LR range they cycle over."""
 
-    epochs: int | None = _opt()
-    cycle_size_epochs: float | None = _opt()
-    cycles: int | None = _opt()
-    train_examples: int | None = _opt()
-    n_train: int | None = _opt()
-    lr_start: float | None = _opt()
-    lr_end: float | None = _opt()
-    lr_how: str | None = _opt()
+    epochs: int | None = optional()
+    cycle_size_epochs: float | None = optional()
+    cycles: int | None = optional()
+    train_examples: int | None = optional()
+    n_train: int | None = optional()
+    lr_start: float | None = optional()
+    lr_end: float | None = optional()
+    lr_how: str | None = optional()
 
 
 @dataclass(frozen=True)
 class MiscSteps(JsonSection):
     """``steps``: each step's record, once the step has run."""
 
-    lr_range: LRRangeStep | None = field(default=None, metadata={"absent_ok": True, "load": _section(LRRangeStep)})
+    lr_range: LRRangeStep | None = field(default=None, metadata={"absent_ok": True, "load": section(LRRangeStep)})
     batch_size: BatchSizeStep | BatchSearchProgress | None = field(
         default=None, metadata={"absent_ok": True, "load": _load_batch_step})
-    lr_rescan: LRRangeStep | None = field(default=None, metadata={"absent_ok": True, "load": _section(LRRangeStep)})
-    schedule: ScheduleStep | None = field(default=None, metadata={"absent_ok": True, "load": _section(ScheduleStep)})
+    lr_rescan: LRRangeStep | None = field(default=None, metadata={"absent_ok": True, "load": section(LRRangeStep)})
+    schedule: ScheduleStep | None = field(default=None, metadata={"absent_ok": True, "load": section(ScheduleStep)})
 
     @property
     def used_lr_range(self) -> LRRangeStep | None:
@@ -409,9 +293,9 @@ class Compute(JsonSection):
     examples: dict[str, int] = field(default_factory=dict)
     wall_seconds: dict[str, float] = field(default_factory=dict)
     #: the sums, written when the tune completes
-    total_task_seconds: float | None = _absent_ok()
-    total_examples: int | None = _absent_ok()
-    total_wall_seconds: float | None = _absent_ok()
+    total_task_seconds: float | None = absent_ok()
+    total_examples: int | None = absent_ok()
+    total_wall_seconds: float | None = absent_ok()
 
     def charged(self, stage: str, seconds: float, examples: int, wall: float) -> Compute:
         """These figures with one more batch of tasks of ``stage`` added."""
@@ -431,17 +315,17 @@ class MiscFile(JsonSection):
     ``state`` is ``"running"`` until the tune completes (then ``"complete"``, with ``final``).
     """
 
-    state: str | None = _opt()
-    seed: int | None = _opt()
+    state: str | None = optional()
+    seed: int | None = optional()
     #: the tuner's settings (``HyperparameterSettings.to_dict()``)
-    settings: dict[str, Any] | None = _opt()
-    n_train: int | None = _opt()
-    holdout_size: int | None = _opt()
-    holdout_from: str | None = _opt()
-    steps: MiscSteps = field(default_factory=MiscSteps, metadata={"load": _section(MiscSteps)})
-    compute: Compute = field(default_factory=Compute, metadata={"load": _section(Compute)})
+    settings: dict[str, Any] | None = optional()
+    n_train: int | None = optional()
+    holdout_size: int | None = optional()
+    holdout_from: str | None = optional()
+    steps: MiscSteps = field(default_factory=MiscSteps, metadata={"load": section(MiscSteps)})
+    compute: Compute = field(default_factory=Compute, metadata={"load": section(Compute)})
     #: the recipe (``FixedHyperparameters.to_dict()``), once complete
-    final: dict[str, Any] | None = _absent_ok()
+    final: dict[str, Any] | None = absent_ok()
 
     def write(self, path: str | Path) -> None:
         write_json(path, self.to_json())
@@ -463,7 +347,7 @@ def read_final(path: str | Path, *, strict: bool = False) -> FixedHyperparameter
         data = read_json(path)
     except FileNotFoundError:
         return None
-    _check_keys(FixedHyperparameters, set(data), strict, FINAL_JSON)
+    check_keys(FixedHyperparameters, set(data), strict, FINAL_JSON)
     return FixedHyperparameters.from_dict(data)
 
 

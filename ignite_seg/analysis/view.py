@@ -13,6 +13,7 @@ import numpy as np
 
 from ..folder import RunFolder
 from ..hparams import FixedHyperparameters
+from ..schema_base import NpzRecord
 from ..schemas import (
     BS_NPZ,
     FINAL_JSON,
@@ -22,7 +23,6 @@ from ..schemas import (
     BatchSampledFile,
     BatchSweepFile,
     LRSweepFile,
-    NpzRecord,
     read_final,
 )
 from .batch import BatchInfo, batch_info
