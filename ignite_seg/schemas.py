@@ -150,12 +150,12 @@ class BatchSampledFile(NpzRecord):
     def of_rungs(cls, bss: Sequence[int], chosen: int, rung_budgets: Sequence[float],
                  rung_perfs: Sequence[np.ndarray], rung_losses: Sequence[np.ndarray]) -> BatchSampledFile:
         """The file of a search over ``bss`` (empty: no candidate runs) from its rungs' scores (R, C)."""
-        if not len(bss):
-            empty = np.zeros((0, 0))
-            return cls(bss=np.zeros(0, dtype=np.int64), scores=empty, losses=empty, budget_epochs=np.zeros(0),
-                       chosen=chosen, rung_scores=np.zeros((0, 0, 0)), rung_losses=np.zeros((0, 0, 0)),
-                       rung_budgets=np.zeros(0))
-        budgets = np.zeros(len(bss))
+        c = len(bss)
+        if not rung_perfs:  # no candidate, or a single one: no runs
+            return cls(bss=np.asarray(bss, dtype=np.int64).reshape(c), scores=np.zeros((0, c)),
+                       losses=np.zeros((0, c)), budget_epochs=np.zeros(c), chosen=chosen,
+                       rung_scores=np.zeros((0, 0, c)), rung_losses=np.zeros((0, 0, c)), rung_budgets=np.zeros(0))
+        budgets = np.zeros(c)
         for budget, perfs in zip(rung_budgets, rung_perfs):
             budgets[np.isfinite(perfs).any(axis=0)] = budget
         return cls(bss=np.asarray(bss, dtype=np.int64), scores=rung_perfs[-1], losses=rung_losses[-1],

@@ -34,6 +34,8 @@ class _RunKey(NamedTuple):
 
 @dataclass
 class BatchSearch:
+    """The candidates, the one chosen, each rung's scores (for ``bs_sampled.npz``) and records (``misc.json``)."""
+
     bss: list[int]
     chosen: int
     rung_budgets: list[float] = dataclasses.field(default_factory=list)
