@@ -94,7 +94,7 @@ class JsonSection:
     """``to_json()``/``from_json()`` for a frozen dataclass that is (part of) a JSON file.
 
     A field whose metadata holds ``load`` is a nested section: ``load(value, strict)`` reads it.
-    Fields made with ``_absent_ok()`` are left out while ``None``.
+    Fields made with :func:`absent_ok` are left out while ``None``.
     """
 
     def to_json(self) -> dict[str, Any]:
@@ -129,4 +129,5 @@ def _json_value(value: Any) -> Any:
 
 
 def section(cls: type[JsonSection]) -> Callable[[Any, bool], Any]:
+    """The ``load`` of a field that holds a nested ``cls``."""
     return lambda value, strict: cls.from_json(value, strict=strict)

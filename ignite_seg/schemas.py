@@ -51,6 +51,7 @@ SAMPLED_NPZ = "bs_sampled.npz"
 #: The tuner's files in ``hparams/`` that the analysis reads (each may be absent).
 HPARAM_FILES = (FINAL_JSON, MISC_JSON, LR_NPZ, BS_NPZ, SAMPLED_NPZ)
 
+
 @dataclass(frozen=True, eq=False)
 class LRSweepFile(NpzRecord):
     """``lr_vs_perf.npz``: one LR range test, its curves and the range chosen on them.
