@@ -11,7 +11,7 @@ Example:
     >>> lrs = geometric_lrs(1e-4, 10.0, 200)
     >>> x = np.log10(lrs)
     >>> loss = 2.0 - 1.8 / (1.0 + np.exp(-(x + 1.0) / 0.3))  # steepest at lr = 0.1
-    >>> choice = choose_lr_range(lrs, loss[None, :], window=5)
+    >>> choice = choose_lr_range(lrs, loss[None, :], RangeRule(window=5))
     >>> bool(choice.lr_min < 0.1 < choice.lr_max)
     True
 """
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .exceptions import TuningError
-from .smoothing import moving_average
+from .lr_valley import MIN_POINTS, eligible_slopes, start_and_minimum
+from .smoothing import moving_average, nanmean
 
 __all__ = [
     "geometric_lrs",
@@ -33,25 +34,13 @@ __all__ = [
     "log_lr_derivative",
     "mean_curve",
     "LRRangeChoice",
+    "RangeRule",
     "choose_lr_range",
 ]
 
-#: Fewer finite points than this cannot show a range.
-MIN_POINTS = 5
 #: The regain rule of :func:`divergence_index` applies once the loss improved by this fraction:
 #: before that, what it "gives back" is mostly batch-to-batch noise.
 REGAIN_MIN_IMPROVEMENT = 0.3
-#: The range lies on or before the valley floor of the loss: the LRs up to where it first rises past
-#: its minimum plus this fraction of the sweep's improvement.
-VALLEY_TOL = 0.25
-#: The bottom of the valley: the stretch around the minimum within this fraction of the improvement
-#: above it; its centre (in log LR) locates the minimum of a flat valley more steadily than the argmin.
-#: Measured on the benchmark's `fast` rescans (5 seeds, each the mean of 4 repeats; bench/RESULTS.md,
-#: tuner session 3): on the regression task, whose bottom is flat, the lr_end CV across seeds was 28% at
-#: 0.05 and 17% at 0.10; a narrow band follows the noise in the bottom, a wide one the valley's walls.
-VALLEY_BOTTOM_TOL = 0.10
-
-
 def geometric_lrs(lr_start: float, lr_end: float, n: int) -> np.ndarray:
     """``n`` learning rates growing geometrically from ``lr_start`` to ``lr_end`` (both included)."""
     if not (lr_start > 0 and lr_end > lr_start):
@@ -196,12 +185,7 @@ def log_lr_derivative(y: np.ndarray, lrs: np.ndarray, window: int = 3) -> np.nda
 def mean_curve(curves: np.ndarray, min_frac: float = 0.5) -> np.ndarray:
     """Mean over repeats (rows) where at least ``min_frac`` of them are finite, NaN elsewhere."""
     curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
-    finite = np.isfinite(curves)
-    count = finite.sum(axis=0)
-    total = np.where(finite, curves, 0.0).sum(axis=0)
-    need = max(1, math.ceil(min_frac * curves.shape[0]))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count >= need, total / np.maximum(count, 1), np.nan)
+    return nanmean(curves, axis=0, min_count=math.ceil(min_frac * curves.shape[0]))
 
 
 def _finite_prefix(y: np.ndarray) -> int:
@@ -239,17 +223,41 @@ class LRRangeChoice:
     valley_on_other_curves: bool = False
 
 
+@dataclass(frozen=True)
+class RangeRule:
+    """How :func:`choose_lr_range` chooses: the smoothing, the divergence cut and the range's rules.
+
+    Attributes:
+        window: moving-average window (points) for the losses and the derivative.
+        diverge_th: a repeat is cut where its smoothed loss exceeds this times its minimum...
+        regain: ... or gives back more than this fraction of its improvement (None: no such rule).
+        steep_frac: the interval is where the slope is at least this fraction of the steepest.
+        min_improvement: smallest relative loss improvement that counts as learning.
+        window_decades: look for the interval only this many decades below the last usable LR
+            (the divergence, or the sweep's end), and never past the valley floor (where the loss
+            first rises :data:`~ignite_seg.lr_valley.VALLEY_TOL` of the improvement above its minimum: a dip after a rise
+            that tripped no divergence rule is noise, not a better LR); when the loss does not fall
+            there at all, this many decades below the loss minimum. Far below it, a sweep's loss falls
+            because the model is young, not because the LR is good (the range test's known confound:
+            the first phase of training always looks steep). ``None``: the whole sweep.
+        min_span_decades: an interval narrower than this is widened downwards (``lr_max`` kept),
+            so that a cycle between the bounds still spans a useful range.
+    """
+
+    window: int
+    diverge_th: float = 2.0
+    regain: float | None = 0.8
+    steep_frac: float = 0.5
+    min_improvement: float = 0.02
+    window_decades: float | None = None
+    min_span_decades: float = 0.0
+
+
 def choose_lr_range(
     lrs: np.ndarray,
     losses: np.ndarray,
+    rule: RangeRule,
     *,
-    window: int,
-    diverge_th: float = 2.0,
-    regain: float | None = 0.8,
-    steep_frac: float = 0.5,
-    min_improvement: float = 0.02,
-    window_decades: float | None = None,
-    min_span_decades: float = 0.0,
     curves: np.ndarray | None = None,
     valley_curves: np.ndarray | None = None,
 ) -> LRRangeChoice:
@@ -258,20 +266,7 @@ def choose_lr_range(
     Args:
         lrs: the sweep's learning rates, increasing (P,).
         losses: training loss per repeat and LR (R, P); NaN after a repeat stopped.
-        window: moving-average window (points) for the losses and the derivative.
-        diverge_th: a repeat is cut where its smoothed loss exceeds this times its minimum...
-        regain: ... or gives back more than this fraction of its improvement (None: no such rule).
-        steep_frac: the interval is where the slope is at least this fraction of the steepest.
-        min_improvement: smallest relative loss improvement that counts as learning.
-        window_decades: look for the interval only this many decades below the last usable LR
-            (the divergence, or the sweep's end), and never past the valley floor (where the loss
-            first rises :data:`VALLEY_TOL` of the improvement above its minimum: a dip after a rise
-            that tripped no divergence rule is noise, not a better LR); when the loss does not fall
-            there at all, this many decades below the loss minimum. Far below it, a sweep's loss falls because the
-            model is young, not because the LR is good (the range test's known confound: the
-            first phase of training always looks steep). ``None``: the whole sweep.
-        min_span_decades: an interval narrower than this is widened downwards (``lr_max`` kept),
-            so that a cycle between the bounds still spans a useful range.
+        rule: the smoothing window, the divergence cut and the range's rules.
         curves: the curves (R, P) to choose the range on, if not ``losses`` themselves: the tuner
             passes the loss on a fixed held-out slice, measured after every step, which carries no
             batch-to-batch noise. Each repeat is still cut where its training loss (``losses``)
@@ -286,38 +281,9 @@ def choose_lr_range(
     Raises:
         TuningError: the loss is not finite from the start, diverges at once, or never improves.
     """
-    lrs = np.asarray(lrs, dtype=np.float64)
-    losses = np.atleast_2d(np.asarray(losses, dtype=np.float64))
-    if lrs.ndim != 1 or losses.shape[1] != lrs.size:
-        raise ValueError(f"lrs (P,) and losses (R, P) disagree: {lrs.shape} vs {losses.shape}")
-    if lrs.size < MIN_POINTS or not np.all(np.diff(lrs) > 0) or not lrs[0] > 0:
-        raise ValueError(f"lrs must be >= {MIN_POINTS} positive increasing values, got {lrs.size} values")
-    if not 0 < steep_frac < 1:
-        raise ValueError(f"steep_frac must be in (0, 1), got {steep_frac!r}")
+    lrs, losses, curves, valley_curves = _checked(lrs, losses, rule, curves, valley_curves)
     lo_lr, hi_lr = float(lrs[0]), float(lrs[-1])
-    if not np.isfinite(losses[:, 0]).any():
-        raise TuningError(
-            f"the loss is not finite even at the sweep's first learning rate {lo_lr:.3g}: the model or "
-            "loss produces NaN/inf before any training. Check the loss and the data (and lower lr_start "
-            "if the model is very sensitive)."
-        )
-    # cut every repeat at its divergence (or first non-finite loss)
-    if curves is not None:
-        curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
-        if curves.shape != losses.shape:
-            raise ValueError(f"curves {curves.shape} and losses {losses.shape} disagree")
-        losses = np.where(np.isfinite(curves), losses, np.nan)  # a non-finite held-out loss cuts too
-    train_smoothed = smooth_curves(losses, window)  # the divergence is judged on the training loss
-    smoothed = train_smoothed if curves is None else smooth_curves(curves, window)
-    diverged_lr = np.full(losses.shape[0], np.nan)
-    for r in range(losses.shape[0]):
-        stop = divergence_index(train_smoothed[r], diverge_th, regain, warmup=window // 2)
-        raw_stop = _finite_prefix(losses[r])
-        if raw_stop < losses.shape[1]:
-            stop = raw_stop if stop is None else min(stop, raw_stop)
-        if stop is not None:
-            diverged_lr[r] = lrs[stop]
-            smoothed[r, stop:] = np.nan
+    smoothed, diverged_lr = _cut_at_divergence(lrs, losses, curves, rule)
     mean = mean_curve(smoothed, min_frac=0.51)  # where most repeats still run: one stray repeat is not the mean
     n_valid = _finite_prefix(mean)
     if n_valid < MIN_POINTS:
@@ -327,96 +293,108 @@ def choose_lr_range(
             f"lower lr_start (now {lo_lr:.3g}) so that the sweep starts where training is stable."
         )
     valid = mean[:n_valid]
-    first, k_min = _start_and_minimum(valid, window)
+    first, k_min = start_and_minimum(valid, rule.window)
     improvement = (first - float(valid[k_min])) / max(abs(first), 1e-12)
     # the valley (its minimum, floor and bottom) is located on valley_curves where they were measured
-    valley, valley_first, valley_min = valid, first, k_min
-    if valley_curves is not None:
-        valley_curves = np.atleast_2d(np.asarray(valley_curves, dtype=np.float64))
-        if valley_curves.shape != losses.shape:
-            raise ValueError(f"valley_curves {valley_curves.shape} and losses {losses.shape} disagree")
-        cut = np.where(np.isfinite(smoothed), smooth_curves(valley_curves, window), np.nan)
-        valley_mean = mean_curve(cut, min_frac=0.51)[:n_valid]
-        if np.isfinite(valley_mean).all():
-            valley = valley_mean
-            valley_first, valley_min = _start_and_minimum(valley, window)
+    valley = _valley_curve(valid, smoothed, valley_curves, rule.window)
     deriv = np.full(lrs.size, np.nan)
-    deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(window, 3))
-    d = deriv[:n_valid].copy()
-    x_stop = None  # where the improvement ends, when the window had to be anchored at the minimum
-    if window_decades is not None:
-        x_all = np.log10(lrs[:n_valid])
-        # the valley floor ends where the loss first rises above min + VALLEY_TOL x the improvement:
-        # past that, a dip (after a rise that tripped no divergence rule) is not a better LR
-        band = valley[valley_min] + VALLEY_TOL * (valley_first - valley[valley_min])
-        rise = np.flatnonzero(valley[valley_min:] > band)
-        x_floor = x_all[valley_min + int(rise[0]) - 1] if rise.size else x_all[-1]
-        outside = (x_all < x_all[-1] - window_decades) | (x_all > x_floor)
-        if not ((~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0):
-            # no improvement in that window: the loss rose slowly past its minimum without tripping
-            # the divergence rules; the window ends at the valley floor instead, and the range at
-            # the minimum, the centre of the valley's bottom (the loss improves up to there; the
-            # steepest stretch below it is the young model's, which the window avoids: it only sets lr_min)
-            outside = (x_all < x_all[valley_min] - window_decades) | (x_all > x_floor)
-            x_stop = _valley_bottom(x_all, valley, valley_min, valley_first)
-        if (~outside).sum() >= MIN_POINTS and np.min(d[~outside]) < 0:
-            d[outside] = np.inf  # not eligible: neither the steepest point nor part of the interval
-        # (no improvement at all inside the window: fall back to the whole sweep)
+    deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(rule.window, 3))
+    x = np.log10(lrs[:n_valid])
+    d, x_stop = eligible_slopes(deriv[:n_valid], x, valley, rule.window, rule.window_decades)
     k = int(np.argmin(d))
-    if improvement < min_improvement or not d[k] < 0:
+    if improvement < rule.min_improvement or not d[k] < 0:
         raise TuningError(
             f"the loss did not improve over the sweep lr {lo_lr:.3g} -> {hi_lr:.3g} (relative "
-            f"improvement {improvement:.3g} < {min_improvement}). Widen the sweep (raise lr_end or lower "
+            f"improvement {improvement:.3g} < {rule.min_improvement}). Widen the sweep (raise lr_end or lower "
             "lr_start), sweep for longer (lr_sweep_len), or check that the model can learn the data."
         )
-    lo, hi = _best_segment(d, np.log10(lrs[:n_valid]), steep_frac * d[k])
-    x = np.log10(lrs[:n_valid])
-    thr = steep_frac * d[k]
-    x_lo = _crossing(x, d, lo - 1, lo, thr) if lo > 0 and np.isfinite(d[lo - 1]) else x[lo]
-    x_hi = _crossing(x, d, hi, hi + 1, thr) if hi < n_valid - 1 else x[hi]
-    if x_hi - x_lo < 1e-9:  # a one-point interval: widen to the neighbouring sweep points
-        x_lo, x_hi = x[max(lo - 1, 0)], x[min(hi + 1, n_valid - 1)]
-    if x_stop is not None and x_stop > x_hi:
-        x_hi = x_stop
-    x_lo = max(min(x_lo, x_hi - min_span_decades), float(np.log10(lrs[0])))
+    x_lo, x_hi, hit_end = _interval(d, x, k, rule, x_stop)
     return LRRangeChoice(
-        lr_min=float(10**x_lo),
-        lr_max=float(10**x_hi),
-        steepest_lr=float(lrs[k]),
-        steepest_slope=float(d[k]),
-        smoothed=smoothed,
-        mean=mean,
-        deriv=deriv,
-        diverged_lr=diverged_lr,
-        n_valid=n_valid,
-        improvement=float(improvement),
-        hit_end=hi == n_valid - 1,
-        anchored_at_minimum=x_stop is not None,
+        lr_min=float(10**x_lo), lr_max=float(10**x_hi), steepest_lr=float(lrs[k]), steepest_slope=float(d[k]),
+        smoothed=smoothed, mean=mean, deriv=deriv, diverged_lr=diverged_lr, n_valid=n_valid,
+        improvement=float(improvement), hit_end=hit_end, anchored_at_minimum=x_stop is not None,
         valley_on_other_curves=valley is not valid,
     )
 
 
-def _start_and_minimum(y: np.ndarray, window: int) -> tuple[float, int]:
-    """The curve's starting level (mean of its first ``window`` points) and the index of its minimum.
-
-    The minimum is looked for past the first half-window, where a centred average is still partial
-    and a few lucky batches at the sweep's start would pass for the loss minimum (as in
-    :func:`divergence_index`).
-    """
-    warm = min(window // 2, y.size - MIN_POINTS)
-    return float(y[: max(1, window)].mean()), warm + int(np.argmin(y[warm:]))
+_Arrays = tuple[np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None"]
 
 
-def _valley_bottom(x: np.ndarray, y: np.ndarray, k_min: int, first: float) -> float:
-    """Centre (in ``x``) of the contiguous stretch around ``y[k_min]`` (the minimum) where ``y`` is
-    within :data:`VALLEY_BOTTOM_TOL` of the improvement ``first - y[k_min]`` above the minimum."""
-    inside = y <= y[k_min] + VALLEY_BOTTOM_TOL * (first - y[k_min])
-    lo = hi = k_min
-    while lo > 0 and inside[lo - 1]:
-        lo -= 1
-    while hi + 1 < y.size and inside[hi + 1]:
-        hi += 1
-    return float(x[lo : hi + 1].mean())
+def _checked(lrs: np.ndarray, losses: np.ndarray, rule: RangeRule, curves: np.ndarray | None,
+             valley_curves: np.ndarray | None) -> _Arrays:
+    """The arguments of :func:`choose_lr_range` as float arrays, checked."""
+    lrs = np.asarray(lrs, dtype=np.float64)
+    losses = np.atleast_2d(np.asarray(losses, dtype=np.float64))
+    if lrs.ndim != 1 or losses.shape[1] != lrs.size:
+        raise ValueError(f"lrs (P,) and losses (R, P) disagree: {lrs.shape} vs {losses.shape}")
+    if lrs.size < MIN_POINTS or not np.all(np.diff(lrs) > 0) or not lrs[0] > 0:
+        raise ValueError(f"lrs must be >= {MIN_POINTS} positive increasing values, got {lrs.size} values")
+    if not 0 < rule.steep_frac < 1:
+        raise ValueError(f"steep_frac must be in (0, 1), got {rule.steep_frac!r}")
+    if not np.isfinite(losses[:, 0]).any():
+        raise TuningError(
+            f"the loss is not finite even at the sweep's first learning rate {lrs[0]:.3g}: the model or "
+            "loss produces NaN/inf before any training. Check the loss and the data (and lower lr_start "
+            "if the model is very sensitive)."
+        )
+    return lrs, losses, _like(curves, losses, "curves"), _like(valley_curves, losses, "valley_curves")
+
+
+def _like(other: np.ndarray | None, losses: np.ndarray, name: str) -> np.ndarray | None:
+    """``other`` as a float array of the shape of ``losses`` (or ``None``)."""
+    if other is None:
+        return None
+    other = np.atleast_2d(np.asarray(other, dtype=np.float64))
+    if other.shape != losses.shape:
+        raise ValueError(f"{name} {other.shape} and losses {losses.shape} disagree")
+    return other
+
+
+def _cut_at_divergence(lrs: np.ndarray, losses: np.ndarray, curves: np.ndarray | None,
+                       rule: RangeRule) -> tuple[np.ndarray, np.ndarray]:
+    """The smoothed curves (``curves``, else ``losses``), each repeat cut (NaN) where its training loss
+    diverged or either curve is not finite; and the LR of each cut (NaN: not cut)."""
+    if curves is not None:
+        losses = np.where(np.isfinite(curves), losses, np.nan)  # a non-finite held-out loss cuts too
+    train_smoothed = smooth_curves(losses, rule.window)  # the divergence is judged on the training loss
+    smoothed = train_smoothed if curves is None else smooth_curves(curves, rule.window)
+    diverged_lr = np.full(losses.shape[0], np.nan)
+    for r in range(losses.shape[0]):
+        stop = divergence_index(train_smoothed[r], rule.diverge_th, rule.regain, warmup=rule.window // 2)
+        raw_stop = _finite_prefix(losses[r])
+        if raw_stop < losses.shape[1]:
+            stop = raw_stop if stop is None else min(stop, raw_stop)
+        if stop is not None:
+            diverged_lr[r] = lrs[stop]
+            smoothed[r, stop:] = np.nan
+    return smoothed, diverged_lr
+
+
+def _valley_curve(valid: np.ndarray, smoothed: np.ndarray, valley_curves: np.ndarray | None,
+                  window: int) -> np.ndarray:
+    """The mean curve to locate the valley on: ``valley_curves`` cut like ``smoothed`` where their
+    mean is finite over the ``valid`` points, else ``valid`` itself."""
+    if valley_curves is None:
+        return valid
+    cut = np.where(np.isfinite(smoothed), smooth_curves(valley_curves, window), np.nan)
+    valley_mean = mean_curve(cut, min_frac=0.51)[: valid.size]
+    return valley_mean if np.isfinite(valley_mean).all() else valid
+
+
+def _interval(d: np.ndarray, x: np.ndarray, k: int, rule: RangeRule, x_stop: float | None) -> tuple[float, float, bool]:
+    """``(log10 lr_min, log10 lr_max, whether it runs to the last point)``: the best stretch where the slope
+    is at least ``steep_frac`` of the steepest ``d[k]``, ends interpolated, extended to ``x_stop``."""
+    thr = rule.steep_frac * d[k]
+    lo, hi = _best_segment(d, x, thr)
+    n = d.size
+    x_lo = _crossing(x, d, lo - 1, lo, thr) if lo > 0 and np.isfinite(d[lo - 1]) else x[lo]
+    x_hi = _crossing(x, d, hi, hi + 1, thr) if hi < n - 1 else x[hi]
+    if x_hi - x_lo < 1e-9:  # a one-point interval: widen to the neighbouring sweep points
+        x_lo, x_hi = x[max(lo - 1, 0)], x[min(hi + 1, n - 1)]
+    if x_stop is not None and x_stop > x_hi:
+        x_hi = x_stop
+    x_lo = max(min(x_lo, x_hi - rule.min_span_decades), float(x[0]))
+    return float(x_lo), float(x_hi), hi == n - 1
 
 
 def _best_segment(d: np.ndarray, x: np.ndarray, thr: float) -> tuple[int, int]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["moving_average"]
+__all__ = ["moving_average", "nanmean"]
 
 
 def moving_average(y: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
@@ -36,3 +36,20 @@ def moving_average(y: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(count > 0, total / np.maximum(count, 1), np.nan)
     return np.moveaxis(out, -1, axis)
+
+
+def nanmean(a: np.ndarray, axis: int = 0, min_count: int = 1) -> np.ndarray:
+    """Mean along ``axis`` over the finite values, NaN where fewer than ``min_count`` are finite.
+
+    Unlike ``np.nanmean`` it does not warn on an all-NaN slice (a repeat that stopped early is normal).
+
+    Example:
+        >>> nanmean(np.array([[1.0, np.nan, np.nan], [3.0, 2.0, np.nan]])).tolist()
+        [2.0, 2.0, nan]
+    """
+    a = np.asarray(a, dtype=np.float64)
+    finite = np.isfinite(a)
+    count = finite.sum(axis=axis)
+    total = np.where(finite, a, 0.0).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count >= max(1, min_count), total / np.maximum(count, 1), np.nan)

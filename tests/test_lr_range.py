@@ -8,8 +8,8 @@ import pytest
 
 from ignite_seg import TuningError
 from ignite_seg.lr_range import (
-    VALLEY_BOTTOM_TOL,
     DivergenceMonitor,
+    RangeRule,
     choose_lr_range,
     divergence_index,
     geometric_lrs,
@@ -17,6 +17,7 @@ from ignite_seg.lr_range import (
     mean_curve,
     smooth_curves,
 )
+from ignite_seg.lr_valley import VALLEY_BOTTOM_TOL
 
 #: For a logistic drop ``1/(1+exp(-(x-x0)/w))`` the slope is half its peak at ``|x-x0| = 2w·acosh(√2)``.
 HALF_WIDTH = 2 * math.acosh(math.sqrt(2))
@@ -47,7 +48,7 @@ def test_clean_curve_range_is_the_known_half_slope_interval():
     lrs = geometric_lrs(1e-4, 10.0, 400)
     x0, w = -1.0, 0.25
     loss = with_divergence(lrs, logistic_curve(lrs, x0, w), x_div=0.4)
-    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, steep_frac=0.5)
+    c = choose_lr_range(lrs, loss[None, :], RangeRule(window=5, diverge_th=2.0, steep_frac=0.5))
     assert math.log10(c.steepest_lr) == pytest.approx(x0, abs=0.03)
     assert math.log10(c.lr_min) == pytest.approx(x0 - HALF_WIDTH * w, abs=0.05)
     assert math.log10(c.lr_max) == pytest.approx(x0 + HALF_WIDTH * w, abs=0.05)
@@ -58,8 +59,8 @@ def test_clean_curve_range_is_the_known_half_slope_interval():
 def test_steep_frac_narrows_the_interval_as_expected():
     lrs = geometric_lrs(1e-4, 10.0, 400)
     loss = logistic_curve(lrs, -2.0, 0.2)
-    wide = choose_lr_range(lrs, loss[None, :], window=3, steep_frac=0.25)
-    narrow = choose_lr_range(lrs, loss[None, :], window=3, steep_frac=0.75)
+    wide = choose_lr_range(lrs, loss[None, :], RangeRule(window=3, steep_frac=0.25))
+    narrow = choose_lr_range(lrs, loss[None, :], RangeRule(window=3, steep_frac=0.75))
     # half-width at fraction f of the peak slope of a logistic: 2w·acosh(1/sqrt(f))
     for c, f in ((wide, 0.25), (narrow, 0.75)):
         hw = 2 * 0.2 * math.acosh(1 / math.sqrt(f))
@@ -71,14 +72,14 @@ def test_noisy_repeats_average_to_the_known_range():
     lrs = geometric_lrs(1e-4, 10.0, 500)
     clean = with_divergence(lrs, logistic_curve(lrs, -0.5, 0.3), x_div=0.6)
     noisy = clean[None, :] + rng.normal(0, 0.08, size=(4, lrs.size))
-    c = choose_lr_range(lrs, noisy, window=31, diverge_th=2.0)
+    c = choose_lr_range(lrs, noisy, RangeRule(window=31, diverge_th=2.0))
     assert math.log10(c.lr_min) == pytest.approx(-0.5 - HALF_WIDTH * 0.3, abs=0.15)
     assert math.log10(c.lr_max) == pytest.approx(-0.5 + HALF_WIDTH * 0.3, abs=0.15)
     assert c.smoothed.shape == (4, 500)
     # one noisy dip must not win over the sustained improvement: add a narrow spike down early
     dipped = noisy.copy()
     dipped[:, 40:44] -= 0.6
-    c2 = choose_lr_range(lrs, dipped, window=31, diverge_th=2.0)
+    c2 = choose_lr_range(lrs, dipped, RangeRule(window=31, diverge_th=2.0))
     assert math.log10(c2.steepest_lr) == pytest.approx(-0.5, abs=0.2)
 
 
@@ -87,9 +88,9 @@ def test_window_ignores_the_young_model_drop_far_below_divergence():
     lrs = geometric_lrs(1e-5, 10.0, 600)
     loss = logistic_curve(lrs, -4.0, 0.1, depth=0.5, top=2.0) + logistic_curve(lrs, -1.5, 0.15, depth=0.4, top=0.0)
     loss = with_divergence(lrs, loss, x_div=-0.5)
-    whole = choose_lr_range(lrs, loss[None, :], window=5)
+    whole = choose_lr_range(lrs, loss[None, :], RangeRule(window=5))
     assert math.log10(whole.steepest_lr) == pytest.approx(-4.0, abs=0.05)
-    windowed = choose_lr_range(lrs, loss[None, :], window=5, window_decades=1.5)
+    windowed = choose_lr_range(lrs, loss[None, :], RangeRule(window=5, window_decades=1.5))
     assert math.log10(windowed.steepest_lr) == pytest.approx(-1.5, abs=0.05)
     assert math.log10(windowed.lr_min) == pytest.approx(-1.5 - HALF_WIDTH * 0.15, abs=0.05)
     assert math.log10(windowed.lr_max) == pytest.approx(-1.5 + HALF_WIDTH * 0.15, abs=0.05)
@@ -98,8 +99,8 @@ def test_window_ignores_the_young_model_drop_far_below_divergence():
 def test_a_narrow_interval_is_widened_downwards():
     lrs = geometric_lrs(1e-4, 10.0, 400)
     loss = logistic_curve(lrs, -1.0, 0.03)  # a very sharp drop: half-slope width 0.1 decades
-    narrow = choose_lr_range(lrs, loss[None, :], window=3)
-    wide = choose_lr_range(lrs, loss[None, :], window=3, min_span_decades=0.5)
+    narrow = choose_lr_range(lrs, loss[None, :], RangeRule(window=3))
+    wide = choose_lr_range(lrs, loss[None, :], RangeRule(window=3, min_span_decades=0.5))
     assert math.log10(narrow.lr_max / narrow.lr_min) < 0.2
     assert wide.lr_max == narrow.lr_max and math.log10(wide.lr_max / wide.lr_min) == pytest.approx(0.5)
 
@@ -107,7 +108,7 @@ def test_a_narrow_interval_is_widened_downwards():
 def test_non_diverging_curve_gives_a_range_below_lr_end():
     lrs = geometric_lrs(1e-4, 1.0, 300)
     loss = logistic_curve(lrs, -2.0, 0.3)  # improves, then plateaus: never diverges
-    c = choose_lr_range(lrs, loss[None, :], window=5)
+    c = choose_lr_range(lrs, loss[None, :], RangeRule(window=5))
     assert np.isnan(c.diverged_lr[0]) and c.n_valid == 300
     assert 1e-4 <= c.lr_min < 10**-2 < c.lr_max <= 1.0
 
@@ -115,14 +116,14 @@ def test_non_diverging_curve_gives_a_range_below_lr_end():
 def test_improvement_until_the_end_reports_hit_end():
     lrs = geometric_lrs(1e-4, 1.0, 200)
     loss = 2.0 - np.log10(lrs / 1e-4) ** 2 / 16 * 1.5  # accelerating improvement, steepest at lr_end
-    c = choose_lr_range(lrs, loss[None, :], window=3)
+    c = choose_lr_range(lrs, loss[None, :], RangeRule(window=3))
     assert c.hit_end and c.lr_max == pytest.approx(1.0, rel=1e-6)
 
 
 def test_nan_from_the_start_raises_tuning_error_naming_the_fix():
     lrs = geometric_lrs(1e-4, 10.0, 100)
     with pytest.raises(TuningError, match="not finite even at the sweep's first"):
-        choose_lr_range(lrs, np.full((2, 100), np.nan), window=5)
+        choose_lr_range(lrs, np.full((2, 100), np.nan), RangeRule(window=5))
 
 
 def test_immediate_divergence_raises_and_says_lower_lr_start():
@@ -130,7 +131,7 @@ def test_immediate_divergence_raises_and_says_lower_lr_start():
     loss = np.full(100, np.nan)
     loss[:3] = [1.0, 5.0, 50.0]
     with pytest.raises(TuningError, match="lower lr_start"):
-        choose_lr_range(lrs, loss[None, :], window=1)
+        choose_lr_range(lrs, loss[None, :], RangeRule(window=1))
 
 
 def test_flat_curve_raises_tuning_error():
@@ -138,7 +139,7 @@ def test_flat_curve_raises_tuning_error():
     rng = np.random.default_rng(1)
     flat = 1.0 + rng.normal(0, 0.002, size=(2, 200))
     with pytest.raises(TuningError, match="did not improve"):
-        choose_lr_range(lrs, flat, window=9)
+        choose_lr_range(lrs, flat, RangeRule(window=9))
 
 
 def test_divergence_index_and_monitor_agree_on_a_clean_rise():
@@ -167,7 +168,7 @@ def test_regain_rule_catches_a_saturating_loss_that_never_doubles():
     lrs = geometric_lrs(1e-3, 10.0, 300)
     x = np.log10(lrs)
     loss = logistic_curve(lrs, -1.0, 0.2, depth=0.8, top=2.3) + np.where(x > 0, np.minimum(4 * x, 0.8), 0)
-    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, regain=0.5)
+    c = choose_lr_range(lrs, loss[None, :], RangeRule(window=5, diverge_th=2.0, regain=0.5))
     assert 10**0 < c.diverged_lr[0] < 10**0.3 and c.lr_max < 1.0
 
 
@@ -228,8 +229,8 @@ def test_a_slow_rise_past_the_minimum_anchors_the_window_at_the_minimum():
     x = np.log10(lrs)
     loss = (logistic_curve(lrs, -2.0, 0.15, depth=0.5, top=1.0) + 0.3 * np.exp(-(x + 4) / 0.1)
             + np.where(x > -1.5, 0.1 * (x + 1.5), 0.0))
-    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3,
-                        window_decades=1.0, min_span_decades=0.5)
+    c = choose_lr_range(lrs, loss[None, :], RangeRule(window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3,
+                        window_decades=1.0, min_span_decades=0.5))
     assert c.n_valid == lrs.size  # no divergence was found
     assert 10**-2.2 < c.steepest_lr < 10**-1.8  # the learning, not the start-up transient
     assert c.lr_min > 10**-3
@@ -242,7 +243,7 @@ def test_a_slow_rise_past_the_minimum_anchors_the_window_at_the_minimum():
     assert c.anchored_at_minimum and 10**-1.5 < c.lr_max < 10**-1.0
     assert math.log10(c.lr_max) == pytest.approx((bottom.min() + bottom.max()) / 2, abs=0.05)
     # without the window the start-up transient is the steepest stretch (the confound the window avoids)
-    assert choose_lr_range(lrs, loss[None, :], window=5, regain=0.8, steep_frac=0.3).steepest_lr < 2e-4
+    assert choose_lr_range(lrs, loss[None, :], RangeRule(window=5, regain=0.8, steep_frac=0.3)).steepest_lr < 2e-4
 
 
 def test_a_dip_after_a_rise_is_not_chosen():
@@ -253,8 +254,8 @@ def test_a_dip_after_a_rise_is_not_chosen():
     x = np.log10(lrs)
     loss = logistic_curve(lrs, -2.0, 0.2, depth=0.2, top=0.8) + 0.3 / (1 + np.exp(-(x + 0.8) / 0.05))
     loss[x > -0.3] -= 0.6 * (x[x > -0.3] + 0.3)  # the late dip, steeper than the learning, ends at 0.72 > 0.6
-    c = choose_lr_range(lrs, loss[None, :], window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3,
-                        window_decades=1.0, min_span_decades=0.5)
+    c = choose_lr_range(lrs, loss[None, :], RangeRule(window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3,
+                        window_decades=1.0, min_span_decades=0.5))
     assert c.lr_max < 10**-1.0 and 10**-2.4 < c.steepest_lr < 10**-1.6
 
 
@@ -266,14 +267,14 @@ def test_range_chosen_on_clean_held_out_curves_cut_where_training_diverged():
     x0, w = -1.0, 0.25
     train = with_divergence(lrs, logistic_curve(lrs, x0, w), x_div=0.2)[None, :] + rng.normal(0, 0.1, (2, 500))
     held = np.tile(logistic_curve(lrs, x0, w), (2, 1))  # never diverges by itself
-    c = choose_lr_range(lrs, train, window=15, diverge_th=2.0, steep_frac=0.5, curves=held)
+    c = choose_lr_range(lrs, train, RangeRule(window=15, diverge_th=2.0, steep_frac=0.5), curves=held)
     assert math.log10(c.lr_min) == pytest.approx(x0 - HALF_WIDTH * w, abs=0.05)
     assert math.log10(c.lr_max) == pytest.approx(x0 + HALF_WIDTH * w, abs=0.05)
     # cut where the training loss diverged, though the held-out curve is finite there
     assert np.isfinite(c.diverged_lr).all() and (c.diverged_lr < 10**0.9).all()
     assert not np.isfinite(c.smoothed[:, lrs > 10**0.9]).any()
     with pytest.raises(ValueError, match="disagree"):
-        choose_lr_range(lrs, train, window=5, curves=held[:1])
+        choose_lr_range(lrs, train, RangeRule(window=5), curves=held[:1])
 
 
 def test_lucky_first_batches_do_not_pass_for_the_loss_minimum():
@@ -284,8 +285,8 @@ def test_lucky_first_batches_do_not_pass_for_the_loss_minimum():
     x = np.log10(lrs)
     loss = logistic_curve(lrs, -2.0, 0.15, depth=0.5, top=1.0) + np.where(x > -1.5, 0.1 * (x + 1.5), 0.0)
     loss[:3] = 0.0
-    c = choose_lr_range(lrs, loss[None, :], window=9, diverge_th=2.0, regain=0.8, steep_frac=0.3,
-                        window_decades=1.0, min_span_decades=0.5)
+    c = choose_lr_range(lrs, loss[None, :], RangeRule(window=9, diverge_th=2.0, regain=0.8, steep_frac=0.3,
+                        window_decades=1.0, min_span_decades=0.5))
     assert c.anchored_at_minimum and 10**-1.5 < c.lr_max < 10**-1.0
     assert c.improvement < 0.9  # not measured down to the lucky batches' zero loss
 
@@ -298,16 +299,16 @@ def test_valley_curves_locate_the_minimum_that_a_noisy_training_loss_misplaces()
     x = np.log10(lrs)
     held_out = logistic_curve(lrs, -2.0, 0.15, depth=0.5, top=1.0) + np.where(x > -1.5, 0.1 * (x + 1.5), 0.0)
     train = held_out - 0.2 * np.exp(-(((x + 1.75) / 0.05) ** 2))
-    kw = dict(window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
-    alone = choose_lr_range(lrs, train[None, :], **kw)
+    rule = RangeRule(window=5, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
+    alone = choose_lr_range(lrs, train[None, :], rule)
     assert alone.anchored_at_minimum and alone.lr_max < 10**-1.65
-    c = choose_lr_range(lrs, train[None, :], valley_curves=held_out[None, :], **kw)
+    c = choose_lr_range(lrs, train[None, :], rule, valley_curves=held_out[None, :])
     assert c.anchored_at_minimum and 10**-1.5 < c.lr_max < 10**-1.0  # the held-out valley's bottom
     assert c.valley_on_other_curves and not alone.valley_on_other_curves
     # a held-out loss that is not finite where it is needed is not used
     broken = held_out.copy()
     broken[200] = np.nan
-    assert not choose_lr_range(lrs, train[None, :], valley_curves=broken[None, :], **kw).valley_on_other_curves
+    assert not choose_lr_range(lrs, train[None, :], rule, valley_curves=broken[None, :]).valley_on_other_curves
     assert c.improvement == alone.improvement  # the improvement is still the training loss's
     with pytest.raises(ValueError, match="valley_curves"):
-        choose_lr_range(lrs, train[None, :], valley_curves=held_out[None, :-1], **kw)
+        choose_lr_range(lrs, train[None, :], rule, valley_curves=held_out[None, :-1])

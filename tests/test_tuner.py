@@ -234,3 +234,19 @@ def test_every_settings_field_is_used_by_the_tuner():
     src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuner.py", "sweeps.py"))
     for f in dataclasses.fields(HyperparameterSettings):
         assert f"s.{f.name}" in src or f"settings.{f.name}" in src, f"{f.name} is never read by the tuner"
+
+
+def test_a_single_candidate_is_chosen_without_runs(runner, tmp_path):
+    # batch_pts=1: the one grid batch size nearest the centre; the tune used to fail writing bs_sampled.npz
+    settings = dataclasses.replace(SMALL, batch_pts=1, rescan_lr_after_bs=False, lr_min_inits=1)
+    rf = RunFolder(tmp_path / "run")
+    hp = tune(runner, rf, settings, specs(), accuracy_style="classification", facts={"n_train": 96, "n_val": 48},
+              seed=0, device="cpu")
+    bs = load(rf.hparams / "bs_vs_perf.npz")
+    centre = float(bs["noise_scale"]) * settings.noise_batch_frac
+    assert hp.batch_size == centre_batch(centre, settings.batch_start, settings.batch_end, settings.batch_step,
+                                         fallback=settings.initial_batch_size)
+    sampled = load(rf.hparams / "bs_sampled.npz")
+    assert sampled["bss"].tolist() == [hp.batch_size] and sampled["scores"].shape == (0, 1)
+    misc = strict_json(rf.hparams / "misc.json")
+    assert misc["steps"]["batch_size"]["rungs"] == [{"note": "a single candidate: no runs needed"}]

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
 
+from ..schemas import BatchSampledFile, BatchSweepFile
 from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure
 from .stats import Band, mean_band
 
@@ -31,41 +32,36 @@ class BatchInfo(NamedTuple):
     final_batch_size: float
 
 
-def _arr(d: Mapping[str, Any] | None, key: str) -> np.ndarray:
-    if d is None or key not in d:
-        return np.zeros(0)
-    return np.asarray(d[key], dtype=np.float64)
+def _arr(a: Any) -> np.ndarray:
+    return np.zeros(0) if a is None else np.asarray(a, dtype=np.float64)
 
 
-def _scalar(d: Mapping[str, Any] | None, key: str) -> float:
-    a = _arr(d, key).ravel()
-    return float(a[0]) if a.size else float("nan")
-
-
-def batch_info(bs_vs_perf: Mapping[str, Any] | None, bs_sampled: Mapping[str, Any] | None,
+def batch_info(bs_vs_perf: BatchSweepFile | Mapping[str, Any] | None, bs_sampled: BatchSampledFile | Mapping[str, Any] | None,
                final_batch_size: float = float("nan")) -> BatchInfo | None:
     """Evidence for the batch size from ``bs_vs_perf.npz`` and ``bs_sampled.npz`` (either may be absent).
 
-    ``None`` when neither holds any batch size.
+    Each comes as its record or its arrays. ``None`` when neither holds any batch size.
     """
-    bss = _arr(bs_vs_perf, "bss").ravel()
-    cand = _arr(bs_sampled, "bss").ravel()
+    bs, sampled = BatchSweepFile.coerce(bs_vs_perf), BatchSampledFile.coerce(bs_sampled)
+    bss = _arr(bs.bss if bs else None).ravel()
+    cand = _arr(sampled.bss if sampled else None).ravel()
     if bss.size == 0 and cand.size == 0:
         return None
-    perfs = _arr(bs_vs_perf, "perfs").reshape(-1, bss.size) if bss.size else np.zeros((0, 0))
-    scores = _arr(bs_sampled, "scores").reshape(-1, cand.size) if cand.size else np.zeros((0, 0))
-    rng = _arr(bs_vs_perf, "bs_range").ravel()
-    smoothed = _arr(bs_vs_perf, "perfs_smoothed").ravel()
+    perfs = _arr(bs.perfs).reshape(-1, bss.size) if bs and bss.size else np.zeros((0, 0))
+    scores = _arr(sampled.scores).reshape(-1, cand.size) if sampled and cand.size else np.zeros((0, 0))
+    rng = _arr(bs.bs_range if bs else None).ravel()
+    smoothed = _arr(bs.perfs_smoothed if bs else None).ravel()
+    chosen = sampled.chosen if sampled else None
     return BatchInfo(
         bss=bss, perfs=perfs, band=mean_band(perfs), perfs_smoothed=smoothed if smoothed.size == bss.size else
         np.full(bss.size, np.nan),
         bs_range=(float(rng[0]), float(rng[1])) if rng.size >= 2 else (np.nan, np.nan),
-        noise_scale=_scalar(bs_vs_perf, "noise_scale"),
-        noise_scale_lrs=_arr(bs_vs_perf, "noise_scale_lrs").ravel(),
-        noise_scale_values=_arr(bs_vs_perf, "noise_scale_values").ravel(),
+        noise_scale=bs.noise_scale if bs else float("nan"),
+        noise_scale_lrs=_arr(bs.noise_scale_lrs if bs else None).ravel(),
+        noise_scale_values=_arr(bs.noise_scale_values if bs else None).ravel(),
         cand_bss=cand, cand_scores=scores, cand_band=mean_band(scores),
-        cand_budget=_arr(bs_sampled, "budget_epochs").ravel(),
-        chosen=_scalar(bs_sampled, "chosen"), final_batch_size=float(final_batch_size),
+        cand_budget=_arr(sampled.budget_epochs if sampled else None).ravel(),
+        chosen=float(chosen) if chosen is not None else float("nan"), final_batch_size=float(final_batch_size),
     )
 
 

@@ -8,11 +8,10 @@ import numpy as np
 
 from ..fileio import read_json
 from ..folder import RunFolder
+from ..schemas import HPARAM_FILES
 
 __all__ = ["read_npz", "read_json_or_none", "trial_records", "hidden_path", "HPARAM_FILES"]
 
-#: The tuner's files in ``hparams/`` (each may be absent).
-HPARAM_FILES = ("final.json", "misc.json", "lr_vs_perf.npz", "bs_vs_perf.npz", "bs_sampled.npz")
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray] | None:

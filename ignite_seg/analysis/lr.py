@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
 
+from ..hparams import FixedHyperparameters
+from ..schemas import LRSweepFile
 from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure
 from .stats import Band, mean_band
 
@@ -39,34 +42,38 @@ def _rows(a: Any, p: int) -> np.ndarray:
     return a.reshape(-1, p) if a.size else np.zeros((0, p))
 
 
-def lr_sweep_info(arrays: Mapping[str, np.ndarray]) -> LRSweepInfo | None:
-    """The LR range test's curves; ``None`` when the sweep is empty (e.g. the ``fastest`` preset)."""
-    lrs = np.asarray(arrays.get("lrs", np.zeros(0)), dtype=np.float64).ravel()
+def lr_sweep_info(sweep: LRSweepFile | Mapping[str, np.ndarray]) -> LRSweepInfo | None:
+    """The LR range test's curves (from its record, or its arrays); ``None`` when the sweep is empty."""
+    rec = LRSweepFile.from_npz(sweep) if isinstance(sweep, Mapping) else sweep
+    lrs = np.asarray(rec.lrs, dtype=np.float64).ravel()
     p = lrs.size
     if p == 0:
         return None
-    losses, perfs = _rows(arrays.get("losses"), p), _rows(arrays.get("perfs"), p)
-    ls, ps = _rows(arrays.get("losses_smoothed"), p), _rows(arrays.get("perfs_smoothed"), p)
+    losses, perfs = _rows(rec.losses, p), _rows(rec.perfs, p)
+    ls, ps = _rows(rec.losses_smoothed, p), _rows(rec.perfs_smoothed, p)
     label = "training loss"
-    if str(arrays.get("choice_curve", "losses")) == "holdout_losses" and "holdout_losses" in arrays:
+    if rec.chosen_on_holdout:
         # the range was chosen on the held-out loss: show that curve (and its derivative below)
-        losses, ls = _rows(arrays["holdout_losses"], p), _rows(arrays.get("holdout_losses_smoothed"), p)
+        losses, ls = _rows(rec.holdout_losses, p), _rows(rec.holdout_losses_smoothed, p)
         label = "loss on the held-out slice of the train set"
     nan = np.full(p, np.nan)
     with warnings.catch_warnings():  # all-NaN columns (every repeat diverged) give NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         loss_sm = np.nanmean(ls, axis=0) if ls.shape[0] else nan
         perf_sm = np.nanmean(ps, axis=0) if ps.shape[0] else nan
-    rng = np.asarray(arrays.get("lr_range", [np.nan, np.nan]), dtype=np.float64).ravel()
+    rng = np.asarray(rec.lr_range if rec.lr_range is not None else [np.nan, np.nan], dtype=np.float64).ravel()
     return LRSweepInfo(
         lrs=lrs, losses=losses, perfs=perfs, loss_band=mean_band(losses), perf_band=mean_band(perfs),
         loss_smoothed=loss_sm, perf_smoothed=perf_sm,
-        loss_deriv=np.asarray(arrays.get("loss_deriv", nan), dtype=np.float64).ravel(),
-        perf_deriv=np.asarray(arrays.get("perf_deriv", nan), dtype=np.float64).ravel(),
+        loss_deriv=_flat(rec.loss_deriv, nan), perf_deriv=_flat(rec.perf_deriv, nan),
         lr_range=(float(rng[0]), float(rng[1])) if rng.size >= 2 else (np.nan, np.nan),
-        diverged_lr=np.asarray(arrays.get("diverged_lr", np.zeros(0)), dtype=np.float64).ravel(),
+        diverged_lr=_flat(rec.diverged_lr, np.zeros(0)),
         n_repeats=int(max(losses.shape[0], perfs.shape[0])), loss_label=label,
     )
+
+
+def _flat(a: np.ndarray | None, default: np.ndarray) -> np.ndarray:
+    return np.asarray(a if a is not None else default, dtype=np.float64).ravel()
 
 
 def mark_range_and_divergence(ax: Axes, info: LRSweepInfo, legend: bool) -> None:
@@ -156,15 +163,16 @@ class ScheduleInfo(NamedTuple):
     n_epochs: float
 
 
-def schedule_info(hp: Mapping[str, Any], points_per_half_cycle: int = 40) -> ScheduleInfo:
+def schedule_info(hp: FixedHyperparameters | Mapping[str, Any], points_per_half_cycle: int = 40) -> ScheduleInfo:
     """The final trials' triangular cyclical LR (ignite's ``LinearCyclicalScheduler``) per epoch.
 
     The LR goes from ``lr_start`` to ``lr_end`` in half a cycle and back in the other half. The
     curve is sampled ``points_per_half_cycle`` times per half cycle (so it also reads right on a
-    log axis) and at the last epoch.
+    log axis) and at the last epoch. ``hp``: the recipe, or a mapping with its four schedule fields.
     """
-    start, end = float(hp["lr_start"]), float(hp["lr_end"])
-    cycle, total = float(hp["cycle_size_epochs"]), float(hp["epochs"])
+    h = SimpleNamespace(**hp) if isinstance(hp, Mapping) else hp
+    start, end = float(h.lr_start), float(h.lr_end)
+    cycle, total = float(h.cycle_size_epochs), float(h.epochs)
     step = cycle / 2 / points_per_half_cycle
     n = int(np.floor(total / step + 1e-9))
     x = np.arange(n + 1) * step

@@ -6,6 +6,18 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from ..schemas import (
+    BS_NPZ,
+    LR_NPZ,
+    MISC_JSON,
+    SAMPLED_NPZ,
+    BatchSampledFile,
+    BatchSizeStep,
+    BatchSweepFile,
+    LRSweepFile,
+    MiscFile,
+    MiscSteps,
+)
 from ._mpl import PERF_LABELS, fmt
 from .stats import Mode, Stats, describe
 
@@ -49,26 +61,18 @@ def _f(a: Any) -> np.ndarray:
     return np.asarray(a, dtype=np.float64).ravel()
 
 
-def _step(misc: Any, *names: str) -> Mapping[str, Any]:
-    """The first of ``misc.json``'s ``steps`` entries ``names`` that was recorded, else ``{}``."""
-    steps = misc.get("steps", {}) if isinstance(misc, Mapping) else {}
-    for name in names:
-        if isinstance(steps.get(name), Mapping):
-            return steps[name]
-    return {}
-
-
-def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str, misc: Any = None) -> tuple[str, ...]:
+def _lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple[str, ...]:
     if hp_kind == "fixed":
         return ("given by the user (FixedHyperparameters): no LR range test was run",)
     if lr is None:
-        return ("no LR range test recorded (hparams/lr_vs_perf.npz is missing)",)
-    lrs = _f(lr.get("lrs", []))
+        return (f"no LR range test recorded (hparams/{LR_NPZ} is missing)",)
+    lrs = _f(lr.lrs)
     if lrs.size == 0:
-        return ("the preset recorded no LR sweep (empty hparams/lr_vs_perf.npz)",)
-    losses = np.asarray(lr.get("losses", np.zeros((0, lrs.size))), dtype=np.float64).reshape(-1, lrs.size)
-    rng = _f(lr.get("lr_range", [np.nan, np.nan]))
-    held_out = str(lr.get("choice_curve", "losses")) == "holdout_losses"
+        return (f"the preset recorded no LR sweep (empty hparams/{LR_NPZ})",)
+    losses = np.asarray(lr.losses if lr.losses is not None else np.zeros((0, lrs.size)),
+                        dtype=np.float64).reshape(-1, lrs.size)
+    rng = _f(lr.lr_range if lr.lr_range is not None else [np.nan, np.nan])
+    held_out = lr.choice_curve == "holdout_losses"
     out = [
         f"LR range test: {losses.shape[0]} repeat(s), {lrs.size} points from {fmt(lrs[0])} to {fmt(lrs[-1])} "
         "(geometric)",
@@ -76,14 +80,15 @@ def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str, misc: Any = None) -
         + ("held-out loss (a slice of the training set, measured after every step)" if held_out else "loss")
         + " against log LR",
     ]
-    if _step(misc, "lr_rescan", "lr_range").get("anchored_at_loss_minimum"):
+    used = steps.used_lr_range
+    if used is not None and used.anchored_at_loss_minimum:
         out.append("lr_max is the centre of the valley's bottom: the loss crept up past its minimum without "
                    "diverging, so the range ends at the minimum (located on the held-out loss)")
-    deriv = _f(lr.get("loss_deriv", []))
+    deriv = _f(lr.loss_deriv if lr.loss_deriv is not None else [])
     if deriv.size == lrs.size and np.isfinite(deriv).any():
         k = int(np.nanargmin(deriv))
         out.append(f"steepest loss decrease d loss/d log10(lr) = {fmt(deriv[k])} at lr {fmt(lrs[k])}")
-    div = _f(lr.get("diverged_lr", []))
+    div = _f(lr.diverged_lr if lr.diverged_lr is not None else [])
     fin = div[np.isfinite(div)]
     if fin.size:
         out.append(f"diverged in {fin.size} of {div.size} repeat(s), at lr " + ", ".join(fmt(d) for d in fin))
@@ -92,45 +97,48 @@ def _lr_evidence(lr: Mapping[str, Any] | None, hp_kind: str, misc: Any = None) -
     return tuple(out)
 
 
-def _bs_evidence(bs: Mapping[str, Any] | None, sampled: Mapping[str, Any] | None, hp_kind: str,
-                 misc: Any = None) -> tuple[str, ...]:
+def _bs_evidence(bs: BatchSweepFile | None, sampled: BatchSampledFile | None, hp_kind: str,
+                 steps: MiscSteps) -> tuple[str, ...]:
     if hp_kind == "fixed":
         return ("given by the user (FixedHyperparameters): no batch-size search was run",)
     out: list[str] = []
-    reason = _step(misc, "batch_size").get("reason")
+    reason = steps.batch_size.reason if isinstance(steps.batch_size, BatchSizeStep) else None
     if bs is not None:
-        ns = _f(bs.get("noise_scale", np.nan))
-        vals = _f(bs.get("noise_scale_values", []))
-        if ns.size and np.isfinite(ns[0]):
+        vals = _f(bs.noise_scale_values if bs.noise_scale_values is not None else [])
+        if np.isfinite(bs.noise_scale):
             extra = f" (from {vals.size} estimate(s) during the sweep)" if vals.size else ""
-            out.append(f"gradient noise scale B_simple ≈ {fmt(ns[0])}{extra}")
-        rng = _f(bs.get("bs_range", []))
+            out.append(f"gradient noise scale B_simple ≈ {fmt(bs.noise_scale)}{extra}")
+        rng = _f(bs.bs_range if bs.bs_range is not None else [])
         if rng.size >= 2 and np.isfinite(rng).all():
             out.append(f"candidate range [{fmt(rng[0])}, {fmt(rng[1])}]")
     if sampled is not None:
-        cand = _f(sampled.get("bss", []))
+        cand = _f(sampled.bss)
         if cand.size:
-            scores = np.asarray(sampled.get("scores", np.zeros((0, cand.size))), dtype=np.float64).reshape(-1, cand.size)
-            budget = _f(sampled.get("budget_epochs", []))
-            parts = []
-            for j, b in enumerate(cand):
-                col = scores[:, j]
-                col = col[np.isfinite(col)]
-                bud = f", {fmt(budget[j], 2)} ep" if budget.size == cand.size else ""
-                parts.append(f"{int(b)}: {fmt(float(col.mean()), 4)}{bud}" if col.size else f"{int(b)}: pruned")
-            out.append(f"candidates (batch: mean short-run held-out perf{', budget' if budget.size == cand.size else ''}): "
-                       + "; ".join(parts))
-            ch = _f(sampled.get("chosen", np.nan))
-            if ch.size and np.isfinite(ch[0]):
-                out.append(f"chosen: {int(ch[0])} ({reason})" if reason else
-                           f"chosen: {int(ch[0])} (by the short-run scores)")
+            out.append(_candidates_line(sampled, cand))
+            if sampled.chosen is not None:
+                out.append(f"chosen: {int(sampled.chosen)} ({reason})" if reason else
+                           f"chosen: {int(sampled.chosen)} (by the short-run scores)")
                 reason = None
     if reason:  # no candidate runs to show (batch_pts=0): the rule alone
         out.append(f"chosen by the rule: {reason}")
     if not out:
-        out.append("no batch-size evidence recorded (hparams/bs_vs_perf.npz and bs_sampled.npz are missing "
+        out.append(f"no batch-size evidence recorded (hparams/{BS_NPZ} and {SAMPLED_NPZ} are missing "
                    "or empty; the preset may skip the candidate runs)")
     return tuple(out)
+
+
+def _candidates_line(sampled: BatchSampledFile, cand: np.ndarray) -> str:
+    scores = np.asarray(sampled.scores if sampled.scores is not None else np.zeros((0, cand.size)),
+                        dtype=np.float64).reshape(-1, cand.size)
+    budget = _f(sampled.budget_epochs if sampled.budget_epochs is not None else [])
+    parts = []
+    for j, b in enumerate(cand):
+        col = scores[:, j]
+        col = col[np.isfinite(col)]
+        bud = f", {fmt(budget[j], 2)} ep" if budget.size == cand.size else ""
+        parts.append(f"{int(b)}: {fmt(float(col.mean()), 4)}{bud}" if col.size else f"{int(b)}: pruned")
+    return (f"candidates (batch: mean short-run held-out perf{', budget' if budget.size == cand.size else ''}): "
+            + "; ".join(parts))
 
 
 def _reason(rec: Mapping[str, Any]) -> str:
@@ -150,18 +158,23 @@ def summary_info(
     results: Mapping[str, np.ndarray] | None,
     records: Sequence[Mapping[str, Any]],
     misc: Any = None,
-    lr: Mapping[str, Any] | None = None,
-    bs: Mapping[str, Any] | None = None,
-    bs_sampled: Mapping[str, Any] | None = None,
+    lr: LRSweepFile | Mapping[str, Any] | None = None,
+    bs: BatchSweepFile | Mapping[str, Any] | None = None,
+    bs_sampled: BatchSampledFile | Mapping[str, Any] | None = None,
     title: str = "run",
 ) -> SummaryInfo:
-    """Everything the summary says, from the folder's records (pure)."""
+    """Everything the summary says, from the folder's records (pure).
+
+    ``misc`` is ``misc.json`` as read (shown as it is); the tuner files come as records or their arrays.
+    """
     hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
     hp = dict(final_hp or {})
-    lr_ev, bs_ev = _lr_evidence(lr, hp_kind, misc), _bs_evidence(bs, bs_sampled, hp_kind, misc)
+    steps = MiscFile.from_json(misc).steps if isinstance(misc, Mapping) else MiscSteps()
+    lr_ev = _lr_evidence(LRSweepFile.coerce(lr), hp_kind, steps)
+    bs_ev = _bs_evidence(BatchSweepFile.coerce(bs), BatchSampledFile.coerce(bs_sampled), hp_kind, steps)
     evidence = {"lr_start": lr_ev, "lr_end": lr_ev, "batch_size": bs_ev}
     sched = ("given by the user (FixedHyperparameters)",) if hp_kind == "fixed" else (
-        "from the dataset size and the preset (min/max epochs); see misc.json",)
+        f"from the dataset size and the preset (min/max epochs); see {MISC_JSON}",)
     evidence["cycle_size_epochs"] = sched
     evidence["epochs"] = sched
     ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
@@ -276,7 +289,7 @@ def render_markdown(info: SummaryInfo) -> str:
     else:
         lines.append("None.")
     if info.misc:
-        lines += ["", "## Tuner decisions (hparams/misc.json)", ""] + _misc_lines(info.misc)
+        lines += ["", f"## Tuner decisions (hparams/{MISC_JSON})", ""] + _misc_lines(info.misc)
     return "\n".join(lines) + "\n"
 
 

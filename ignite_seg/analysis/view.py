@@ -7,11 +7,24 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, Hashable, TypeVar, cast
 
 import numpy as np
 
 from ..folder import RunFolder
+from ..hparams import FixedHyperparameters
+from ..schema_base import NpzRecord
+from ..schemas import (
+    BS_NPZ,
+    FINAL_JSON,
+    LR_NPZ,
+    MISC_JSON,
+    SAMPLED_NPZ,
+    BatchSampledFile,
+    BatchSweepFile,
+    LRSweepFile,
+    read_final,
+)
 from .batch import BatchInfo, batch_info
 from .curves import FinalInfo, FinalPairsInfo, ThroughTimeInfo, final_info, final_pairs_info, throughtime_info
 from .hidden import PCAInfo, pca_info
@@ -21,6 +34,8 @@ from .text import SummaryInfo, summary_info
 
 __all__ = ["run_of", "lr_of", "batch_of", "schedule_of", "throughtime_of", "final_of", "final_pairs_of",
            "pca_of", "summary_of", "counts_of", "hidden_trial_of"]
+
+R = TypeVar("R", bound=NpzRecord)
 
 
 def _rf(folder: str) -> RunFolder:
@@ -53,25 +68,36 @@ def _npz_cached(path: str, _stamp: int) -> dict[str, np.ndarray] | None:
     return read_npz(Path(path))
 
 
-def _hp(folder: str, name: str) -> Any:
+@functools.lru_cache(maxsize=32)
+def _record_cached(cls: Hashable, path: str, _stamp: int) -> Any:
+    assert isinstance(cls, type) and issubclass(cls, NpzRecord)
+    return cls.read(path)
+
+
+def _hp_npz(folder: str, cls: type[R], name: str) -> R | None:
+    """The record of ``hparams/<name>``, cached while the file is unchanged (keyed by its mtime)."""
     p = _rf(folder).hparams / name
-    return _npz(str(p)) if name.endswith(".npz") else read_json_or_none(p)
+    return _record_cached(cast(Hashable, cls), str(p), _stamp(p))  # a class is hashable
+
+
+def _final(folder: str) -> FixedHyperparameters | None:
+    return read_final(_rf(folder).hparams / FINAL_JSON)
 
 
 def lr_of(folder: str) -> LRSweepInfo | None:
-    arrays = _hp(folder, "lr_vs_perf.npz")
-    return lr_sweep_info(arrays) if arrays is not None else None
+    sweep = _hp_npz(folder, LRSweepFile, LR_NPZ)
+    return lr_sweep_info(sweep) if sweep is not None else None
 
 
 def batch_of(folder: str) -> BatchInfo | None:
-    final = _hp(folder, "final.json") or {}
-    return batch_info(_hp(folder, "bs_vs_perf.npz"), _hp(folder, "bs_sampled.npz"),
-                      float(final.get("batch_size", np.nan)))
+    final = _final(folder)
+    return batch_info(_hp_npz(folder, BatchSweepFile, BS_NPZ), _hp_npz(folder, BatchSampledFile, SAMPLED_NPZ),
+                      float(final.batch_size) if final is not None else np.nan)
 
 
 def schedule_of(folder: str) -> ScheduleInfo | None:
-    final = _hp(folder, "final.json")
-    return schedule_info(final) if final else None
+    final = _final(folder)
+    return schedule_info(final) if final is not None else None
 
 
 def throughtime_of(folder: str) -> ThroughTimeInfo | None:
@@ -127,8 +153,10 @@ def run_title(path: Path) -> str:
 
 def summary_of(folder: str) -> SummaryInfo:
     rf = _rf(folder)
+    final = _final(folder)
     return summary_info(
-        run_of(folder), _hp(folder, "final.json"), _npz(str(rf.results)), trial_records(rf),
-        misc=_hp(folder, "misc.json"), lr=_hp(folder, "lr_vs_perf.npz"), bs=_hp(folder, "bs_vs_perf.npz"),
-        bs_sampled=_hp(folder, "bs_sampled.npz"), title=run_title(rf.path),
+        run_of(folder), final.to_dict() if final is not None else None, _npz(str(rf.results)), trial_records(rf),
+        misc=read_json_or_none(rf.hparams / MISC_JSON), lr=_hp_npz(folder, LRSweepFile, LR_NPZ),
+        bs=_hp_npz(folder, BatchSweepFile, BS_NPZ), bs_sampled=_hp_npz(folder, BatchSampledFile, SAMPLED_NPZ),
+        title=run_title(rf.path),
     )
