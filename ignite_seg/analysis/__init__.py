@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..exceptions import AnalysisUnavailableError, FolderError
@@ -211,7 +211,11 @@ def _run(tasks: list[Task], cores: int) -> Iterator[Any]:
     if method == "fork":  # import once here rather than once per worker (~0.7 s of CPU each)
         import matplotlib.backends.backend_agg  # noqa: F401
         import matplotlib.figure  # noqa: F401
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+    from ..workers import worker_pool
+
+    # guarded workers: they ignore SIGINT, exit when this process dies, and are killed (not
+    # awaited) when the loop below is interrupted
+    with worker_pool(workers, multiprocessing.get_context(method)) as pool:
         futures: dict[Future[Any], Task] = {pool.submit(build, t): t for t in tasks}
         yield None
         while futures:
