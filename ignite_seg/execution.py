@@ -198,10 +198,10 @@ class TaskRunner:
         self._before = set(multiprocessing.active_children())
         pool = ProcessPoolExecutor(
             max_workers=self.cores, mp_context=self._ctx, initializer=init_trial_worker,
-            initargs=(1, self._queue, driver_identity()),
+            initargs=(1, self._queue, driver_identity(), self.preload),
         )
         for _ in range(self.cores):  # spawn every worker now; they import torch in parallel
-            pool.submit(warm_up, self.preload)
+            pool.submit(warm_up)
         self._track_workers()
         return pool
 

@@ -87,22 +87,23 @@ def guard_worker(driver: tuple[int, float]) -> None:
     threading.Thread(target=_watch_driver, args=driver, name="ignite_seg-watchdog", daemon=True).start()
 
 
-def init_trial_worker(threads: int, started_queue: Any, driver: tuple[int, float]) -> None:
-    """Trial-pool initialiser: :func:`guard_worker`, one torch thread, and a queue on which each
-    task announces itself."""
+def init_trial_worker(threads: int, started_queue: Any, driver: tuple[int, float], preload: Sequence[str] = ()) -> None:
+    """Trial-pool initialiser: :func:`guard_worker`, one torch thread, the ``preload`` modules
+    (already there when the fork server imported them), and a queue on which each task announces
+    itself."""
     global _started_queue
     guard_worker(driver)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     import torch
 
     torch.set_num_threads(threads)
+    for name in preload:
+        importlib.import_module(name)
     _started_queue = started_queue
 
 
-def warm_up(preload: Sequence[str]) -> int:
-    """Import the preload modules (if the fork server did not) so the first real task starts at once."""
-    for name in preload:
-        importlib.import_module(name)
+def warm_up() -> int:
+    """A first task that makes the pool start a worker now (the initialiser does the imports)."""
     return os.getpid()
 
 
