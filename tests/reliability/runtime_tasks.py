@@ -12,17 +12,19 @@ from torch import nn
 
 class Misbehaves(nn.Module):
     """An MLP that misbehaves in training, only in the trial whose seed is ``only_seed``
-    (``None``: every trial): ``"hang"`` sleeps an hour, ``"exit"`` raises SystemExit,
+    (``None``: every trial but the one of ``except_seed``): ``"hang"`` sleeps an hour, ``"exit"`` raises SystemExit,
     ``"interrupt"`` raises KeyboardInterrupt, ``"slow"`` sleeps ``seconds`` per step.
 
     The first training step of a misbehaving trial creates ``started/<pid>`` when ``started`` is set.
     """
 
-    def __init__(self, how: str, only_seed: int | None = None, seconds: float = 5.0, started: str | None = None):
+    def __init__(self, how: str, only_seed: int | None = None, seconds: float = 5.0, started: str | None = None,
+                 except_seed: int | None = None):
         super().__init__()
         self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
         self.how, self.seconds, self.started = how, seconds, started
-        self.armed = only_seed is None or torch.initial_seed() == only_seed
+        seed = torch.initial_seed()
+        self.armed = (only_seed is None or seed == only_seed) and seed != except_seed
 
     def forward(self, x):
         if self.training and self.armed:
