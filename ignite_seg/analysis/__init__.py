@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Generator
 
 from ..exceptions import AnalysisUnavailableError, FolderError
 from .settings import LEVELS, AnalysisSettings, resolve_analysis
@@ -161,34 +161,38 @@ def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores:
     for key in [p.name for p in todo]:
         manifest.pop(key, None)  # an interrupted rewrite must not look up to date
     results = _run(tasks, cores)
-    next(results)  # starts the workers before tqdm starts its monitor thread (fork needs a lone thread)
-    with tqdm(total=len(tasks), desc="analysis", unit="part", mininterval=0.5, disable=None) as bar:
-        for task, out in results:
-            bar.update(1)
-            if isinstance(out, BaseException):
-                logger.error("analysis product %s%s failed: %r", task.product, f" ({task.part})" if task.part else "",
-                             out)
-                errors.append((task.product, out))
-                pending[task.product] = -1
-                continue
-            if task.product == "video":
-                segments[task.part] = out[f"video.{task.part}.segment"]
-            else:
-                for name, data in out.items():
-                    atomic_write_bytes(rf.analysis / name, data)
-            if pending[task.product] > 0:
-                pending[task.product] -= 1
-            if pending[task.product] == 0:
+    try:
+        next(results)  # starts the workers before tqdm starts its monitor thread (fork needs a lone thread)
+        with tqdm(total=len(tasks), desc="analysis", unit="part", mininterval=0.5, disable=None) as bar:
+            for task, out in results:
+                bar.update(1)
+                if isinstance(out, BaseException):
+                    logger.error("analysis product %s%s failed: %r", task.product,
+                                 f" ({task.part})" if task.part else "", out)
+                    errors.append((task.product, out))
+                    pending[task.product] = -1
+                    continue
                 if task.product == "video":
-                    from .movie import concat_mp4
+                    segments[task.part] = out[f"video.{task.part}.segment"]
+                else:
+                    for name, data in out.items():
+                        atomic_write_bytes(rf.analysis / name, data)
+                if pending[task.product] > 0:
+                    pending[task.product] -= 1
+                if pending[task.product] == 0:
+                    if task.product == "video":
+                        from .movie import concat_mp4
 
-                    atomic_write_bytes(rf.analysis / "video.mp4", concat_mp4([segments[s] for s in video_order]))
-                manifest[task.product] = stamps[task.product]
-                write_json(rf.analysis / MANIFEST, manifest)
+                        video = concat_mp4([segments[s] for s in video_order])
+                        atomic_write_bytes(rf.analysis / "video.mp4", video)
+                    manifest[task.product] = stamps[task.product]
+                    write_json(rf.analysis / MANIFEST, manifest)
+    finally:
+        results.close()  # after an exception (an interrupt) this kills the workers at once
     return errors
 
 
-def _run(tasks: list[Task], cores: int) -> Iterator[Any]:
+def _run(tasks: list[Task], cores: int) -> Generator[Any, None, None]:
     """Build the tasks, in this process or on ``cores`` worker processes.
 
     Yields ``None`` once the work has started (the workers exist), then ``(task, outputs or
@@ -222,8 +226,8 @@ def _run(tasks: list[Task], cores: int) -> Iterator[Any]:
             done, _ = wait(futures, return_when=FIRST_COMPLETED)
             for f in done:
                 t = futures.pop(f)
-                exc = f.exception()
-                yield t, exc if exc is not None else f.result()
+                error = f.exception()
+                yield t, error if error is not None else f.result()
 
 
 def _fork_safe() -> bool:
