@@ -20,7 +20,7 @@ from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .collate import Collator
 from .exceptions import ConfigError, FolderError
-from .execution import TaskLost, TaskRunner, prestart, resolve_cores
+from .execution import TaskLost, TaskRunner, check_reproducible_executor, check_timeout, prestart, resolve_cores
 from .fileio import TMP_SUFFIX, read_json, remove_stale_temporaries, write_json, write_npz
 from .folder import LOCK_NAME, FolderLock, RunFolder, archive_folder
 from .hparams import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
@@ -28,10 +28,14 @@ from .loaders import LoaderSpec, normalize_spec
 from .logs import ensure_logging
 from .perf import ACCURACY_STYLES
 from .validation import check_bool, check_choice, check_device, check_executor, check_int, probe_recipe
+from .workers import second_interrupt_exits
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
 
 logger = logging.getLogger("ignite_seg")
+
+#: Modules every trial worker imports before its first task (the fork server imports them once).
+WORKER_PRELOAD = ("ignite_seg.trainer",)
 
 LoaderLike = tuple[str, str, tuple[Any, ...], Mapping[str, Any]] | Callable[..., Any]
 
@@ -123,6 +127,7 @@ def train(
     device: str = "auto",
     seed: int | None = None,
     snapshots_per_epoch: int = 10,
+    trial_timeout: float | None = None,
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
 
@@ -147,6 +152,10 @@ def train(
         device: ``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N``.
         seed: seed of the tuning and the trials; ``None`` draws one and records it in run.json.
         snapshots_per_epoch: through-time measurements per epoch.
+        trial_timeout: seconds a trial may run; a trial past it is stopped (its worker process
+            killed) and recorded as failed, "timed out after N s", and the run goes on. ``None``:
+            no limit. With your own ``executor`` the trial cannot be stopped: it is recorded as
+            failed and its result is ignored when it arrives. Tuning runs have no limit.
 
     Example:
         >>> import ignite_seg  # doctest: +SKIP
@@ -173,16 +182,18 @@ def train(
     check_bool("trials_strict", trials_strict)
     n_cores = resolve_cores(cores)
     executor = check_executor(executor)
+    check_reproducible_executor(executor)
     check_device(device)
     seed = check_int("seed", seed, 0, optional=True)
     check_int("snapshots_per_epoch", snapshots_per_epoch, 1)
+    trial_timeout = check_timeout("trial_timeout", trial_timeout)
     rf = RunFolder(_check_folder_arg(folder, "folder"))
     history = Path(history_folder) if history_folder is not None else rf.path.parent / "history"
     if history_folder is not None:
         _check_folder_arg(history_folder, "history_folder")
     previous = _check_continuation(rf, is_continuation, specs, accuracy_style)
     if executor is None:
-        prestart()  # the fork server imports torch while this process checks the recipe
+        prestart(WORKER_PRELOAD)  # the fork server imports torch while this process checks the recipe
     logger.info("checking the recipe (model, dataset, loss) in this process")
     facts = probe_recipe(specs["model"], specs["dataset"], specs["loss"], accuracy_style)
     logger.info("recipe ok: %d training and %d validation items", facts["n_train"], facts["n_val"])
@@ -200,10 +211,15 @@ def train(
     if n := remove_stale_temporaries(rf.path):
         logger.info("removed %d temporary file(s) left by an interrupted write", n)
     try:
-        return _run(
-            rf, specs, hp_settings, analysis_settings, collect, accuracy_style, trials, trials_strict,
-            n_cores, executor, device, seed, snapshots_per_epoch, previous, facts,
-        )
+        with second_interrupt_exits():  # a second interrupt while the first one is handled: exit now
+            return _run(
+                rf, specs, hp_settings, analysis_settings, collect, accuracy_style, trials, trials_strict,
+                n_cores, executor, device, seed, snapshots_per_epoch, previous, facts, trial_timeout,
+            )
+    except KeyboardInterrupt:
+        logger.warning("interrupted: the workers were stopped; completed trials are kept in %s (finish the "
+                       "run with is_continuation=True)", rf.path)
+        raise
     finally:
         lock.release()
 
@@ -283,6 +299,7 @@ def _run(
     snapshots_per_epoch: int,
     previous: dict[str, Any] | None,
     facts: Mapping[str, Any],
+    trial_timeout: float | None = None,
 ) -> TrainResult:
     base_seed = int(previous["seed"]) if previous else (
         seed if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
@@ -316,7 +333,7 @@ def _run(
     run_info["state"] = "running"
     rf.write_run(run_info)
 
-    with TaskRunner(n_cores, executor) as runner:
+    with TaskRunner(n_cores, executor, preload=WORKER_PRELOAD) as runner:
         # -- hyperparameters ------------------------------------------------------------------
         hp = _hyperparameters(rf, runner, specs, hp_settings, accuracy_style, facts, base_seed, device)
         # -- plan the trials ---------------------------------------------------------------
@@ -354,7 +371,8 @@ def _run(
         ]
         logger.info("running %d trial(s) on %d worker(s)", len(tasks), runner.capacity)
         with tqdm(total=len(tasks), desc="trials", unit="trial", mininterval=0.5) as bar:
-            for item in runner.map_unordered(run_trial, tasks, key=lambda task: task.trial_id):
+            for item in runner.map_unordered(run_trial, tasks, key=lambda task: task.trial_id,
+                                             timeout=trial_timeout):
                 outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item
                 res = rf.write_trial(outcome)
                 finished[outcome.trial_id] = res
@@ -426,7 +444,7 @@ def _lost_outcome(lost: TaskLost[Any]) -> Any:
 
     return TrialOutcome(
         trial_id=lost.task.trial_id, status="failed", seconds=float("nan"), started_at=float("nan"), pid=-1,
-        error=f"lost after {lost.attempts} attempts: {lost.error}",
+        error=lost.message,
     )
 
 

@@ -2,41 +2,65 @@
 
 The default executor is one ``ProcessPoolExecutor`` of ``cores`` workers with one torch thread
 each, created once per ``train()`` and reused by every stage. Workers are forked from a fork
-server that imported torch and ignite once (see :func:`start_method`; spawn where there is no
-fork server). Any other ``Executor`` (``distributed.Client(...).get_executor()`` for Dask) is
-used as given.
+server that imported the caller's ``preload`` modules once (see :func:`start_method`; spawn where
+there is no fork server). Any other ``Executor`` (``distributed.Client(...).get_executor()`` for
+Dask) is used as given.
 
 A worker that dies in the middle of a task (killed, out of memory, segfault) breaks a process
 pool: :class:`TaskRunner` rebuilds the pool, retries the task that was running in the dead worker
 once (``max_retries``), and reports it as lost after that. Tasks that were merely in flight in
-the other workers are resubmitted without being charged.
+the other workers are resubmitted without being charged. A task past its ``timeout`` has its
+worker killed and is reported as lost (timed out), not retried.
+
+Every worker ignores SIGINT (the driver handles an interrupt and stops its workers) and exits
+by itself soon after the driver is gone, even when the driver was SIGKILLed.
 """
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import signal
-import threading
+import time
 import traceback
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from typing import Any, Callable, Generic, Hashable, Iterable, Iterator, TypeVar
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from typing import Any, Callable, Generic, Hashable, Iterable, Iterator, Sequence, TypeVar
 
 import psutil
 
 from .exceptions import ConfigError, ConfigTypeError
+from .workers import (
+    LIVE_WORKERS,
+    announce_and_call,
+    driver_identity,
+    init_trial_worker,
+    kill_processes,
+    prestart,
+    start_method,
+    warm_up,
+)
 
-__all__ = ["resolve_cores", "TaskRunner", "TaskLost", "prestart", "start_method"]
+__all__ = [
+    "resolve_cores", "check_timeout", "check_reproducible_executor", "TaskRunner", "TaskLost", "prestart",
+    "start_method",
+]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-_started_queue: Any = None
+#: Seconds without any finished task after which the runner logs a warning (or twice the longest
+#: task so far, when that is longer); repeated after each further such interval.
+STALL_WARNING_S = 60.0
+#: How often the runner wakes up while it waits (timeouts, stall warnings).
+POLL_S = 1.0
+
 
 
 def resolve_cores(cores: Any) -> int:
@@ -54,114 +78,144 @@ def resolve_cores(cores: Any) -> int:
     return cores
 
 
-#: Modules the fork server imports once, so that every worker is born with torch and ignite loaded.
-PRELOAD = ["ignite_seg.trainer"]
+def check_timeout(name: str, value: Any) -> float | None:
+    """``None`` or a positive, finite number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigTypeError(
+            f"{name} must be a number of seconds or None, got {value!r} ({type(value).__name__})."
+        )
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}; use None for no limit.")
+    return float(value)
 
 
-def start_method() -> str:
-    """``forkserver`` where the platform has it (Linux, macOS), else ``spawn``.
+def check_reproducible_executor(executor: Executor | None) -> None:
+    """Refuse a ``ThreadPoolExecutor`` of several threads: its trials are not reproducible.
 
-    Both start workers from a clean, single-threaded process (``fork`` of a process running torch
-    threads is unsafe). The fork server imports torch and ignite once; each worker is then a
-    ``fork`` of it (milliseconds) instead of a fresh interpreter importing them (seconds).
-    ``IGNITE_SEG_START_METHOD=spawn`` forces spawn.
+    Threads of one process share torch's global random number generator, so two trials running
+    at once draw from one stream in an order that changes from run to run.
     """
-    wanted = os.environ.get("IGNITE_SEG_START_METHOD", "forkserver")
-    return wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"
-
-
-def prestart() -> None:
-    """Start the fork server now (it imports torch in the background); idempotent and cheap.
-
-    Called by ``train()`` before it validates the recipe, so the imports overlap the validation.
-    No worker exists yet and no user code runs in the server.
-    """
-    if start_method() != "forkserver":
-        return
-    from multiprocessing import forkserver
-
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()
-
-
-def _watch_driver(pid: int, created: float, period: float = 1.0) -> None:
-    """Exit this worker soon after the driver process is gone (killed, crashed).
-
-    A pool worker blocks on its task queue forever once the driver dies (it holds both ends of
-    the queue's pipe, so no EOF ever arrives): without this, a SIGKILLed run leaks its workers.
-    """
-    import time
-
-    while True:
-        time.sleep(period)
-        try:
-            alive = psutil.Process(pid).create_time() == created
-        except psutil.Error:
-            alive = False
-        if not alive:
-            os._exit(3)
-
-
-def _init_worker(threads: int, started_queue: Any, driver: tuple[int, float] | None = None) -> None:
-    """Worker initialiser: one torch thread, a queue on which each task announces itself, and a
-    watchdog that ends the worker when the driver dies."""
-    global _started_queue
-    if driver is not None:
-        threading.Thread(target=_watch_driver, args=driver, name="ignite_seg-watchdog", daemon=True).start()
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    import torch
-
-    torch.set_num_threads(threads)
-    _started_queue = started_queue
-
-
-def _warm() -> int:
-    """Import the heavy modules so that the first real task starts at once."""
-    from . import trainer  # noqa: F401  (imports torch and ignite)
-
-    return os.getpid()
-
-
-def _announce_and_call(key: Hashable, fn: Callable[[Any], Any], task: Any) -> Any:
-    if _started_queue is not None:
-        _started_queue.put((key, os.getpid()))
-    return fn(task)
+    if isinstance(executor, ThreadPoolExecutor) and getattr(executor, "_max_workers", 2) != 1:
+        raise ConfigError(
+            f"executor={executor!r} runs trials in threads of this process; threads share torch's "
+            "global random number generator, so concurrent trials are not reproducible, even with "
+            "seed=. Pass executor=None (a local process pool, the default), a ProcessPoolExecutor, or a "
+            "cluster executor (Dask, Ray); a ThreadPoolExecutor(max_workers=1) is accepted (one trial at a time)."
+        )
 
 
 @dataclass
 class TaskLost(Generic[T]):
-    """A task whose worker died ``attempts`` times; ``error`` says how."""
+    """A task whose worker died ``attempts`` times, or that ran past its timeout; ``error`` says how."""
 
     task: T
     attempts: int
     error: str
+    timed_out: bool = False
+
+    @property
+    def message(self) -> str:
+        """One line for the task's record."""
+        return self.error if self.timed_out else f"lost after {self.attempts} attempts: {self.error}"
+
+
+@dataclass
+class _Flight(Generic[T]):
+    """The state of one :meth:`TaskRunner.map_unordered` call."""
+
+    pending: deque[T]
+    key: Callable[[T], Hashable]
+    timeout: float | None
+    inflight: dict[Future[Any], T] = field(default_factory=dict)
+    started: dict[Future[Any], float] = field(default_factory=dict)
+    running: set[Future[Any]] = field(default_factory=set)
+    attempts: dict[Hashable, int] = field(default_factory=dict)
+    pids: dict[Hashable, int] = field(default_factory=dict)
+    timed_out: set[Hashable] = field(default_factory=set)
+    last_done: float = field(default_factory=time.monotonic)
+    next_warning: float = 0.0
+    longest: float = 0.0
+
+    def add(self, fut: Future[Any], task: T) -> None:
+        self.inflight[fut] = task
+        self.started[fut] = time.monotonic()
+
+    def pop(self, fut: Future[Any]) -> T:
+        now = time.monotonic()
+        self.longest = max(self.longest, now - self.started.pop(fut, now))
+        self.running.discard(fut)
+        self.last_done = now
+        return self.inflight.pop(fut)
+
+    def expired(self) -> list[Future[Any]]:
+        """In-flight futures past the timeout; the clock starts when the future reports running
+        (executors that never report it: at submission)."""
+        now = time.monotonic()
+        for fut in self.inflight:
+            if fut not in self.running and fut.running():
+                self.running.add(fut)
+                self.started[fut] = now
+        if self.timeout is None:
+            return []
+        return [f for f, t in self.inflight.items()
+                if now - self.started[f] > self.timeout and self.key(t) not in self.timed_out]
+
+    def timeout_lost(self, task: T) -> TaskLost[T]:
+        return TaskLost(task, self.attempts.get(self.key(task), 0) + 1, f"timed out after {self.timeout:g} s",
+                        timed_out=True)
 
 
 class TaskRunner:
-    """Runs tasks on one executor, reused across stages. Use as a context manager."""
+    """Runs tasks on one executor, reused across stages. Use as a context manager.
 
-    def __init__(self, cores: int, executor: Executor | None = None, max_retries: int = 1) -> None:
+    Args:
+        cores: worker processes of the default pool (and the runner's capacity).
+        executor: the caller's executor, used as given; ``None`` makes a local process pool.
+        max_retries: retries of a task whose worker died.
+        preload: modules each worker of the default pool imports before its first task (the
+            fork server imports them once for all workers).
+    """
+
+    def __init__(self, cores: int, executor: Executor | None = None, max_retries: int = 1,
+                 preload: Sequence[str] = ()) -> None:
         self.cores = cores
         self.max_retries = max_retries
+        self.preload = tuple(preload)
         self.owned = executor is None
         self._ctx = multiprocessing.get_context(start_method())
         self._queue: Any = None
-        self._procs: dict[int, Any] = {}
+        self._before: set[BaseProcess] = set()
+        self._procs: dict[int, BaseProcess] = {}
         self.executor: Executor = executor if executor is not None else self._new_pool()
 
     # -- pool management -------------------------------------------------------------------
     def _new_pool(self) -> ProcessPoolExecutor:
-        prestart()
+        prestart(self.preload)
         self._queue = self._ctx.SimpleQueue()
-        self._procs = {}
+        self._forget_workers()
+        self._before = set(multiprocessing.active_children())
         pool = ProcessPoolExecutor(
-            max_workers=self.cores, mp_context=self._ctx, initializer=_init_worker,
-            initargs=(1, self._queue, (os.getpid(), psutil.Process().create_time())),
+            max_workers=self.cores, mp_context=self._ctx, initializer=init_trial_worker,
+            initargs=(1, self._queue, driver_identity(), self.preload),
         )
         for _ in range(self.cores):  # spawn every worker now; they import torch in parallel
-            pool.submit(_warm)
+            pool.submit(warm_up)
+        self._track_workers()
         return pool
+
+    def _track_workers(self) -> None:
+        """Record the pool's worker processes (they are started by ``submit``, in this thread)."""
+        for proc in multiprocessing.active_children():
+            if proc not in self._before and proc.pid is not None:
+                self._procs.setdefault(proc.pid, proc)
+                LIVE_WORKERS[proc.pid] = proc
+
+    def _forget_workers(self) -> None:
+        for pid in self._procs:
+            LIVE_WORKERS.pop(pid, None)
+        self._procs = {}
 
     @property
     def capacity(self) -> int:
@@ -173,21 +227,26 @@ class TaskRunner:
         """Torch threads each task should use (None: leave the executor's setting alone)."""
         return 1 if self.owned else None
 
-    def close(self) -> None:
-        if self.owned:
-            self.executor.shutdown(wait=True, cancel_futures=True)
+    def close(self, abort: bool = False) -> None:
+        """Shut the default pool down; ``abort``: kill its workers first instead of awaiting their tasks."""
+        if not self.owned:
+            return
+        if abort:
+            kill_processes(self._procs.values())
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self._forget_workers()
 
     def __enter__(self) -> TaskRunner:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.close(abort=exc_type is not None)
 
     # -- running ---------------------------------------------------------------------------
     def _submit(self, fn: Callable[[T], R], key: Hashable, task: T) -> Future[R]:
         if self.owned:
-            fut = self.executor.submit(_announce_and_call, key, fn, task)
-            self._procs.update(getattr(self.executor, "_processes", None) or {})
+            fut = self.executor.submit(announce_and_call, key, fn, task)
+            self._track_workers()
             return fut
         return self.executor.submit(fn, task)
 
@@ -200,96 +259,143 @@ class TaskRunner:
         return started
 
     def map_unordered(
-        self, fn: Callable[[T], R], tasks: Iterable[T], key: Callable[[T], Hashable] = id
+        self, fn: Callable[[T], R], tasks: Iterable[T], key: Callable[[T], Hashable] = id,
+        timeout: float | None = None,
     ) -> Iterator[R | TaskLost[T]]:
-        """Yield each task's result as it completes; a task whose worker kept dying yields ``TaskLost``.
+        """Yield each task's result as it completes; a task whose worker kept dying, or that ran
+        longer than ``timeout`` seconds, yields ``TaskLost``.
 
-        Exceptions raised by ``fn`` itself propagate (task functions catch the user's errors and
-        return them as results).
+        A timed-out task of the default pool has its worker killed (the other tasks in flight
+        are resubmitted). The caller's executor cannot kill a task: the task is reported lost
+        at once and its result, if it ever comes, is ignored. Exceptions raised by ``fn``
+        itself propagate (task functions catch the user's errors and return them as results).
         """
-        pending: deque[T] = deque(tasks)
-        inflight: dict[Future[R], T] = {}
-        attempts: dict[Hashable, int] = {}
-        pids: dict[Hashable, int] = {}
-        limit = self.capacity if self.owned else max(len(pending), 1)
-        while pending or inflight:
-            pool_broken = False
-            while pending and len(inflight) < limit:
-                task = pending.popleft()
-                try:
-                    fut = self._submit(fn, key(task), task)
-                except BrokenProcessPool:
-                    # a worker died since the last wait (while the caller handled a result): the
-                    # task waits for the new pool; the in-flight ones fail and are sorted out below
-                    if not self.owned:
-                        raise
-                    pending.appendleft(task)
-                    pool_broken = True
-                    break
-                inflight[fut] = task
-            done, _ = wait(list(inflight), return_when=FIRST_COMPLETED) if inflight else (set(), set())
+        run: _Flight[T] = _Flight(deque(tasks), key, timeout)
+        limit = self.capacity if self.owned else max(len(run.pending), 1)
+        while run.pending or run.inflight:
+            pool_broken = self._fill(run, fn, limit)
+            done, _ = wait(list(run.inflight), timeout=POLL_S, return_when=FIRST_COMPLETED) \
+                if run.inflight else (set(), set())
             # read the announcements as they come: nobody else empties the queue's pipe, and once
             # it is full every worker blocks in its next announcement (after ~1000 tasks per pool)
-            pids.update(self._drain_started())
+            run.pids.update(self._drain_started())
             broken: list[T] = []
             for fut in done:
-                task = inflight.pop(fut)
+                task = run.pop(fut)
                 exc = fut.exception()
+                if key(task) in run.timed_out and not self.owned:
+                    continue  # reported when it timed out; its late result is ignored
                 if exc is None:
                     yield fut.result()
                 elif isinstance(exc, BrokenProcessPool) and self.owned:
                     broken.append(task)
                 elif _is_worker_death(exc):
-                    lost = self._charge(task, key, attempts, pending, "".join(traceback.format_exception(exc)))
+                    lost = self._charge(run, task, "".join(traceback.format_exception(exc)))
                     if lost is not None:
                         yield lost
                 else:
                     raise exc
-            if broken or (pool_broken and not inflight):
-                # Every other in-flight future of this pool fails too: collect them all.
-                for fut in list(inflight):
-                    broken.append(inflight.pop(fut))
-                pids.update(self._drain_started())
-                culprits = self._find_culprits([key(t) for t in broken], pids)
-                logger.warning(
-                    "a worker process died; restarting the pool and retrying %d task(s)", len(broken)
-                )
-                self.executor.shutdown(wait=True, cancel_futures=True)
-                for task in broken:
-                    k = key(task)
-                    if k in culprits:
-                        lost = self._charge(task, key, attempts, pending, culprits[k])
-                        if lost is not None:
-                            yield lost
-                    else:
-                        pending.appendleft(task)
-                self.executor = self._new_pool()
+            yield from self._expire(run)
+            self._warn_if_stalled(run)
+            if broken or (pool_broken and not run.inflight):
+                yield from self._recover(run, broken)
 
-    def _charge(
-        self, task: T, key: Callable[[T], Hashable], attempts: dict[Hashable, int], pending: deque[T], error: str
-    ) -> TaskLost[T] | None:
-        k = key(task)
-        attempts[k] = attempts.get(k, 0) + 1
-        if attempts[k] > self.max_retries:
-            return TaskLost(task, attempts[k], error)
-        logger.warning("retrying a task whose worker died (attempt %d): %s", attempts[k] + 1, error.strip())
-        pending.append(task)
+    def _fill(self, run: _Flight[T], fn: Callable[[T], R], limit: int) -> bool:
+        """Submit pending tasks up to ``limit`` in flight; whether the pool was found broken."""
+        while run.pending and len(run.inflight) < limit:
+            task = run.pending.popleft()
+            try:
+                fut = self._submit(fn, run.key(task), task)
+            except BrokenProcessPool:
+                # a worker died since the last wait (while the caller handled a result): the
+                # task waits for the new pool; the in-flight ones fail and are sorted out later
+                if not self.owned:
+                    raise
+                run.pending.appendleft(task)
+                return True
+            run.add(fut, task)
+        return False
+
+    def _expire(self, run: _Flight[T]) -> Iterator[TaskLost[T]]:
+        """Stop the tasks past the timeout: kill their workers (the default pool), or give them
+        up (another executor)."""
+        for fut in run.expired():
+            task = run.inflight[fut]
+            k = run.key(task)
+            if not self.owned:
+                run.timed_out.add(k)
+                fut.cancel()
+                run.pop(fut)
+                logger.warning("task %r timed out after %g s; its result will be ignored", k, run.timeout)
+                yield run.timeout_lost(task)
+                continue
+            pid = run.pids.get(k)
+            if pid is not None and pid in self._procs:
+                run.timed_out.add(k)
+                logger.warning("task %r timed out after %g s: killing its worker (pid %d)", k, run.timeout, pid)
+                kill_processes([self._procs[pid]])
+
+    def _warn_if_stalled(self, run: _Flight[T]) -> None:
+        now = time.monotonic()
+        quiet = now - run.last_done
+        threshold = max(STALL_WARNING_S, 2 * run.longest)
+        if run.inflight and quiet > threshold and now >= run.next_warning:
+            running = sorted(map(str, (run.key(t) for t in run.inflight.values())))
+            logger.warning(
+                "no task has finished for %.0f s (%d running: %s); a task that hangs can be stopped "
+                "with train(..., trial_timeout=seconds)", quiet, len(running), ", ".join(running[:10]),
+            )
+            run.next_warning = now + threshold
+
+    def _recover(self, run: _Flight[T], broken: list[T]) -> Iterator[TaskLost[T]]:
+        """The pool broke: collect every in-flight task, sort them out, start a new pool."""
+        for fut in list(run.inflight):
+            broken.append(run.pop(fut))
+        run.pids.update(self._drain_started())
+        timed_out = [t for t in broken if run.key(t) in run.timed_out]
+        others = [t for t in broken if run.key(t) not in run.timed_out]
+        culprits = self._find_culprits([run.key(t) for t in others], run.pids, explained=bool(timed_out))
+        logger.warning("a worker process died; restarting the pool and retrying %d task(s)", len(others))
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        for task in timed_out:
+            yield run.timeout_lost(task)
+        for task in others:
+            k = run.key(task)
+            if k in culprits:
+                lost = self._charge(run, task, culprits[k])
+                if lost is not None:
+                    yield lost
+            else:
+                run.pending.appendleft(task)
+        self.executor = self._new_pool()
+
+    def _charge(self, run: _Flight[T], task: T, error: str) -> TaskLost[T] | None:
+        k = run.key(task)
+        run.attempts[k] = run.attempts.get(k, 0) + 1
+        if run.attempts[k] > self.max_retries:
+            return TaskLost(task, run.attempts[k], error)
+        logger.warning("retrying a task whose worker died (attempt %d): %s", run.attempts[k] + 1, error.strip())
+        run.pending.append(task)
         return None
 
-    def _find_culprits(self, keys: list[Hashable], pids: dict[Hashable, int]) -> dict[Hashable, str]:
-        """Which of the broken tasks ran in a worker that died by itself (not terminated by us)."""
-        self._procs.update(getattr(self.executor, "_processes", None) or {})
+    def _find_culprits(self, keys: list[Hashable], pids: dict[Hashable, int],
+                       explained: bool = False) -> dict[Hashable, str]:
+        """Which of the broken tasks ran in a worker that died by itself (not terminated by us).
+
+        ``explained``: a worker was killed by the runner (a timeout), so when no other worker
+        died by itself nobody is charged.
+        """
         for proc in self._procs.values():
             proc.join(timeout=5)
         culprits: dict[Hashable, str] = {}
         for k in keys:
             pid = pids.get(k)
-            proc = self._procs.get(pid) if pid is not None else None
-            code = proc.exitcode if proc is not None else None
+            worker = self._procs.get(pid) if pid is not None else None
+            code = worker.exitcode if worker is not None else None
             if code is not None and code != -signal.SIGTERM and code != 0:
                 how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
                 culprits[k] = f"the worker process (pid {pid}) running it died: {how}"
-        if not culprits:  # cannot tell which one: charge them all
+        if not culprits and not explained:  # cannot tell which one: charge them all
             culprits = {k: "a worker process died while it ran (which one is unknown)" for k in keys}
         return culprits
 

@@ -310,7 +310,7 @@ def run_trial(task: TrialTask) -> TrialOutcome:
     try:
         set_threads(task.threads)
         _train(task, outcome)
-    except Exception:
+    except (Exception, SystemExit, KeyboardInterrupt):  # the user's code may raise these too
         outcome.status = "failed"
         outcome.error = traceback.format_exc()
     outcome.seconds = time.perf_counter() - t0

@@ -11,8 +11,8 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import TYPE_CHECKING, Any, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import TYPE_CHECKING, Any, Generator
 
 from ..exceptions import AnalysisUnavailableError, FolderError
 from .settings import LEVELS, AnalysisSettings, resolve_analysis
@@ -156,35 +156,38 @@ def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores:
     for key in by_name:
         manifest.pop(key, None)  # an interrupted rewrite must not look up to date
     results = _run(tasks, cores)
-    next(results)  # starts the workers before tqdm starts its monitor thread (fork needs a lone thread)
-    with tqdm(total=len(tasks), desc="analysis", unit="part", mininterval=0.5, disable=None) as bar:
-        for task, out in results:
-            bar.update(1)
-            if isinstance(out, BaseException):
-                logger.error("analysis product %s%s failed: %r", task.product, f" ({task.part})" if task.part else "",
-                             out)
-                errors.append((task.product, out))
-                pending[task.product] = -1
-                continue
-            built[task.product][task.index] = out
-            if pending[task.product] > 0:
-                pending[task.product] -= 1
-            if pending[task.product] == 0:
-                parts = built.pop(task.product)
-                try:
-                    files = finish(by_name[task.product], [parts[i] for i in sorted(parts)])
-                except Exception as exc:  # joining the parts failed: reported like a failed task
-                    logger.error("analysis product %s failed: %r", task.product, exc)
-                    errors.append((task.product, exc))
+    try:
+        next(results)  # starts the workers before tqdm starts its monitor thread (fork needs a lone thread)
+        with tqdm(total=len(tasks), desc="analysis", unit="part", mininterval=0.5, disable=None) as bar:
+            for task, out in results:
+                bar.update(1)
+                if isinstance(out, BaseException):
+                    logger.error("analysis product %s%s failed: %r", task.product, f" ({task.part})" if task.part else "",
+                                 out)
+                    errors.append((task.product, out))
+                    pending[task.product] = -1
                     continue
-                for name, data in files.items():
-                    atomic_write_bytes(rf.analysis / name, data)
-                manifest[task.product] = stamps[task.product]
-                write_json(rf.analysis / MANIFEST, manifest)
+                built[task.product][task.index] = out
+                if pending[task.product] > 0:
+                    pending[task.product] -= 1
+                if pending[task.product] == 0:
+                    parts = built.pop(task.product)
+                    try:
+                        files = finish(by_name[task.product], [parts[i] for i in sorted(parts)])
+                    except Exception as exc:  # joining the parts failed: reported like a failed task
+                        logger.error("analysis product %s failed: %r", task.product, exc)
+                        errors.append((task.product, exc))
+                        continue
+                    for name, data in files.items():
+                        atomic_write_bytes(rf.analysis / name, data)
+                    manifest[task.product] = stamps[task.product]
+                    write_json(rf.analysis / MANIFEST, manifest)
+    finally:
+        results.close()  # after an exception (an interrupt) this kills the workers at once
     return errors
 
 
-def _run(tasks: list[Task], cores: int) -> Iterator[Any]:
+def _run(tasks: list[Task], cores: int) -> Generator[Any, None, None]:
     """Build the tasks, in this process or on ``cores`` worker processes.
 
     Yields ``None`` once the work has started (the workers exist), then ``(task, outputs or
@@ -207,7 +210,11 @@ def _run(tasks: list[Task], cores: int) -> Iterator[Any]:
     if method == "fork":  # import once here rather than once per worker (~0.7 s of CPU each)
         import matplotlib.backends.backend_agg  # noqa: F401
         import matplotlib.figure  # noqa: F401
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+    from ..workers import worker_pool
+
+    # guarded workers: they ignore SIGINT, exit when this process dies, and are killed (not
+    # awaited) when the loop below is interrupted
+    with worker_pool(workers, multiprocessing.get_context(method)) as pool:
         futures: dict[Future[Any], Task] = {pool.submit(build, t): t for t in tasks}
         yield None
         while futures:

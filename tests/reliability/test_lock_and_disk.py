@@ -22,7 +22,7 @@ BLOBS = ("tasks", "blobs", (), {})
 
 
 def _train(folder, **kw):
-    with ThreadPoolExecutor(2) as ex:
+    with ThreadPoolExecutor(1) as ex:  # one thread: reproducible trials (more are refused)
         return ignite_seg.train(MLP, BLOBS, CE, folder=folder, hyperparameters=FAST_HP, analysis="none",
                                 trials=2, cores=2, seed=0, executor=ex, **kw)
 

@@ -1,0 +1,171 @@
+"""Worker processes: how they start, what guards them, and how an interrupt stops them.
+
+Every worker of ignite_seg (the trial pool's, the analysis pool's) ignores SIGINT, so that only
+the driver handles an interrupt and stops its workers itself, and watches the driver: it exits
+within a second or so once the driver is gone, even when the driver was SIGKILLed. The fork
+server exits by itself when the driver is gone (its pipe to the driver reaches EOF).
+"""
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from multiprocessing.process import BaseProcess
+from typing import Any, Callable, Hashable, Iterable, Iterator, Sequence
+
+import psutil
+
+__all__ = [
+    "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
+    "second_interrupt_exits", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call",
+]
+
+_started_queue: Any = None
+#: Worker processes of the live pools of this process (by pid), killed by a second interrupt.
+LIVE_WORKERS: dict[int, BaseProcess] = {}
+
+
+def start_method() -> str:
+    """``forkserver`` where the platform has it (Linux, macOS), else ``spawn``.
+
+    Both start workers from a clean, single-threaded process (``fork`` of a process running torch
+    threads is unsafe). The fork server imports the preload modules once; each worker is then a
+    ``fork`` of it (milliseconds) instead of a fresh interpreter importing them (seconds).
+    ``IGNITE_SEG_START_METHOD=spawn`` forces spawn.
+    """
+    wanted = os.environ.get("IGNITE_SEG_START_METHOD", "forkserver")
+    return wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def prestart(preload: Sequence[str] = ()) -> None:
+    """Start the fork server now, importing ``preload`` in the background; idempotent and cheap.
+
+    Called by ``train()`` before it validates the recipe, so the imports overlap the validation.
+    No worker exists yet and no user code runs in the server. The preload list counts only for
+    the call that starts the server.
+    """
+    if start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(preload))
+    forkserver.ensure_running()
+
+
+def driver_identity() -> tuple[int, float]:
+    """``(pid, creation time)`` of this process: what a worker's watchdog checks."""
+    return os.getpid(), psutil.Process().create_time()
+
+
+def _watch_driver(pid: int, created: float, period: float = 1.0) -> None:
+    """Exit this worker soon after the driver process is gone (killed, crashed).
+
+    A pool worker blocks on its task queue forever once the driver dies (it holds both ends of
+    the queue's pipe, so no EOF ever arrives): without this, a SIGKILLed run leaks its workers.
+    """
+    while True:
+        time.sleep(period)
+        try:
+            alive = psutil.Process(pid).create_time() == created
+        except psutil.Error:
+            alive = False
+        if not alive:
+            os._exit(3)
+
+
+def guard_worker(driver: tuple[int, float]) -> None:
+    """Initialiser of every worker: ignore SIGINT (the driver stops its workers itself) and exit
+    when the driver ``(pid, creation time)`` is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_driver, args=driver, name="ignite_seg-watchdog", daemon=True).start()
+
+
+def init_trial_worker(threads: int, started_queue: Any, driver: tuple[int, float], preload: Sequence[str] = ()) -> None:
+    """Trial-pool initialiser: :func:`guard_worker`, one torch thread, the ``preload`` modules
+    (already there when the fork server imported them), and a queue on which each task announces
+    itself."""
+    global _started_queue
+    guard_worker(driver)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    import torch
+
+    torch.set_num_threads(threads)
+    for name in preload:
+        importlib.import_module(name)
+    _started_queue = started_queue
+
+
+def warm_up() -> int:
+    """A first task that makes the pool start a worker now (the initialiser does the imports)."""
+    return os.getpid()
+
+
+def announce_and_call(key: Hashable, fn: Callable[[Any], Any], task: Any) -> Any:
+    if _started_queue is not None:
+        _started_queue.put((key, os.getpid()))
+    return fn(task)
+
+
+def kill_processes(procs: Iterable[BaseProcess]) -> None:
+    for proc in procs:
+        if proc.exitcode is None:
+            try:
+                proc.kill()
+            except (OSError, ValueError):
+                pass
+
+
+@contextmanager
+def worker_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
+    """A ``ProcessPoolExecutor`` whose workers are guarded (:func:`guard_worker`); when the block
+    ends by an exception (an interrupt included) the workers are killed, not awaited."""
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=guard_worker,
+                               initargs=(driver_identity(),))
+    try:
+        yield pool
+    except BaseException:
+        kill_processes(set(multiprocessing.active_children()) - before)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _exit_now(signum: int, frame: Any) -> None:
+    """The second interrupt: kill this process's workers and exit at once (status 130)."""
+    kill_processes(list(LIVE_WORKERS.values()))
+    sys.stderr.write("ignite_seg: interrupted twice, exiting now\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+@contextmanager
+def second_interrupt_exits() -> Iterator[None]:
+    """A first SIGINT raises ``KeyboardInterrupt`` as usual (the run then stops its workers and
+    releases its lock); a second one while that cleanup runs exits the process at once.
+
+    Only in the main thread and only where SIGINT has Python's default handler.
+    """
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+
+    def first(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, _exit_now)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+

@@ -1,0 +1,104 @@
+"""SIGINT to the driver alone (a notebook's interrupt, ``kill -INT``), and SIGKILL during the
+analysis: the driver stops promptly, keeps what finished, and leaves no process behind."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ignite_seg.api import trial_seed
+
+from .harness import ROOT, processes_with_marker
+
+SCRIPT = Path(__file__).with_name("runtimerun.py")
+
+
+def _start(spec: dict, marker: str, out) -> subprocess.Popen:
+    env = {**os.environ, "IGNITE_SEG_TEST_MARKER": marker,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(spec)], env=env, stdout=out, stderr=out)
+
+
+def _until(condition, limit: float, what: str) -> None:
+    deadline = time.time() + limit
+    while not condition():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _no_process_left(marker: str) -> None:
+    _until(lambda: not processes_with_marker(marker), 15, "the run's processes to end")
+
+
+def _slow_run(tmp_path, marker, out):
+    """Trial 0 is quick, trials 1-3 take minutes; returns once trial 0 completed and a slow one runs."""
+    started = tmp_path / "started"
+    # slow in every trial but the one of seed trial_seed(0, 0)
+    model = ["runtime_tasks", "Misbehaves", [], {"how": "slow", "seconds": 5.0, "started": str(started),
+                                                  "except_seed": trial_seed(0, 0)}]
+    proc = _start({"folder": str(tmp_path / "run"), "model": model, "trials": 4}, marker, out)
+    _until(lambda: (tmp_path / "run" / "trials" / "0" / "result.json").exists() and started.is_dir()
+           and any(started.iterdir()), 120, "trial 0 to complete and a slow trial to start")
+    return proc
+
+
+@pytest.mark.parametrize("times", [1, 2])
+def test_sigint_to_the_driver_stops_it_keeps_the_finished_trials_and_leaves_no_process(tmp_path, times):
+    marker = uuid.uuid4().hex
+    with tempfile.TemporaryFile("w+") as out:
+        proc = _slow_run(tmp_path, marker, out)
+        for _ in range(times):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.05)
+        try:
+            code = proc.wait(timeout=20)  # the slow trials would take minutes more
+        finally:
+            proc.kill()
+        out.seek(0)
+        log = out.read()
+    assert code != 0 and "DONE" not in log, log[-3000:]
+    if times == 1:
+        assert "KeyboardInterrupt" in log and "completed trials are kept" in log, log[-3000:]
+        assert not (tmp_path / "run" / ".ignite_seg.lock").exists()
+    _no_process_left(marker)
+    result = json.loads((tmp_path / "run" / "trials" / "0" / "result.json").read_text())
+    assert result["status"] == "completed"
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["state"] == "running"
+
+
+def _analysis_workers(driver: psutil.Process) -> list[psutil.Process]:
+    """The driver's children that are neither the fork server nor the resource tracker."""
+    kids = []
+    for child in driver.children():
+        try:
+            cmd = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "forkserver" not in cmd and "resource_tracker" not in cmd:
+            kids.append(child)
+    return kids
+
+
+def test_sigkill_during_the_analysis_leaves_no_process(tmp_path):
+    marker = uuid.uuid4().hex
+    with tempfile.TemporaryFile("w+") as out:
+        proc = _start({"folder": str(tmp_path / "run"), "model": ["tasks", "mlp", [], {}], "trials": 4,
+                       "analysis": "images"}, marker, out)
+        try:
+            driver = psutil.Process(proc.pid)
+            _until(lambda: proc.poll() is not None or _analysis_workers(driver), 180, "the analysis workers")
+            assert proc.poll() is None, "the run ended before its analysis started workers"
+            proc.kill()
+            proc.wait()
+        finally:
+            proc.kill()
+    _no_process_left(marker)
