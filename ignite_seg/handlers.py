@@ -1,7 +1,7 @@
 """The ignite handlers that trials and tuning sweeps share.
 
 * :class:`DivergenceStop` ends a run at the first non-finite loss or, given a
-  :class:`~ignite_seg.lr_range.DivergenceMonitor`, once the monitor's EMA rules say the loss
+  :class:`~ignite_seg.smoothing.DivergenceMonitor`, once the monitor's EMA rules say the loss
   diverged; the iteration is kept in its typed attribute ``diverged_at``;
 * :class:`CurveRecorder` is the base of the recorders that append one float per key per
   measurement; :meth:`CurveRecorder.arrays` turns the lists into float64 arrays.
@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 from ignite.engine import Engine, Events
 
-from .lr_range import DivergenceMonitor
+from .smoothing import DivergenceMonitor
 
 __all__ = ["output_loss", "DivergenceStop", "CurveRecorder"]
 

@@ -24,13 +24,12 @@ import numpy as np
 
 from .exceptions import TuningError
 from .lr_valley import MIN_POINTS, eligible_slopes, start_and_minimum
-from .smoothing import moving_average, nanmean
+from .smoothing import REGAIN_MIN_IMPROVEMENT, moving_average, nanmean
 
 __all__ = [
     "geometric_lrs",
     "smooth_curves",
     "divergence_index",
-    "DivergenceMonitor",
     "log_lr_derivative",
     "mean_curve",
     "LRRangeChoice",
@@ -38,9 +37,7 @@ __all__ = [
     "choose_lr_range",
 ]
 
-#: The regain rule of :func:`divergence_index` applies once the loss improved by this fraction:
-#: before that, what it "gives back" is mostly batch-to-batch noise.
-REGAIN_MIN_IMPROVEMENT = 0.3
+
 def geometric_lrs(lr_start: float, lr_end: float, n: int) -> np.ndarray:
     """``n`` learning rates growing geometrically from ``lr_start`` to ``lr_end`` (both included)."""
     if not (lr_start > 0 and lr_end > lr_start):
@@ -90,68 +87,6 @@ def divergence_index(smoothed: np.ndarray, diverge_th: float, regain: float | No
         hit |= (gained >= min_improvement * abs(tail[0])) & (tail - running_min > regain * gained)
     hits = np.concatenate([np.flatnonzero(bad[:w]), w + np.flatnonzero(hit)])
     return int(hits[0]) if hits.size else None
-
-
-class DivergenceMonitor:
-    """Online divergence test for a running sweep, on an EMA of the loss (see :func:`divergence_index`).
-
-    ``update(loss)`` returns ``True`` once the EMA (weight ``smooth_f`` on the newest loss,
-    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen, or gives back more than
-    ``regain`` of its improvement, on ``patience + 1`` consecutive updates (default patience:
-    ``ceil(1 / smooth_f) - 1``, the EMA's memory), or the loss is not finite (at once). The first
-    ``ceil(1 / smooth_f)`` losses only warm the EMA up.
-
-    The patience is what separates a divergence from one heavy-tailed batch: a single large loss
-    lifts the EMA by ``smooth_f`` times its excess and decays within the EMA's memory, while a
-    diverging loss keeps the EMA up. Without it, one bad batch early in a sweep (where the
-    "improvement" is itself mostly noise) ended the repeat, and a range test with two repeats
-    then chose its range from the first fraction of a decade.
-
-    Example:
-        >>> m = DivergenceMonitor(diverge_th=2.0, smooth_f=1.0)
-        >>> [m.update(v) for v in (3.0, 1.0, 1.5, 2.5)]
-        [False, False, False, True]
-    """
-
-    def __init__(self, diverge_th: float, smooth_f: float, regain: float | None = None,
-                 min_improvement: float = REGAIN_MIN_IMPROVEMENT, patience: int | None = None) -> None:
-        if not diverge_th > 1:
-            raise ValueError(f"diverge_th must be > 1, got {diverge_th!r}")
-        if not 0 < smooth_f <= 1:
-            raise ValueError(f"smooth_f must be in (0, 1], got {smooth_f!r}")
-        self.diverge_th, self.smooth_f, self.regain, self.min_improvement = diverge_th, smooth_f, regain, min_improvement
-        self._ema = 0.0
-        self._weight = 0.0
-        self._seen = 0
-        self.warmup = math.ceil(1 / smooth_f) - 1
-        self.patience = self.warmup if patience is None else int(patience)
-        if self.patience < 0:
-            raise ValueError(f"patience must be >= 0, got {patience!r}")
-        self._over = 0  # consecutive updates on which a divergence rule held
-        self.first = math.nan
-        self.best = math.inf
-        self.value = math.nan
-
-    def update(self, loss: float) -> bool:
-        if not math.isfinite(loss):
-            return True
-        self._ema = (1 - self.smooth_f) * self._ema + self.smooth_f * loss
-        self._weight = (1 - self.smooth_f) * self._weight + self.smooth_f
-        self.value = self._ema / self._weight
-        self._seen += 1
-        if self._seen <= self.warmup:
-            return False
-        if math.isnan(self.first):
-            self.first = self.value
-        self.best = min(self.best, self.value)
-        gained = self.first - self.best
-        over = self.value > self.diverge_th * self.best or (
-            self.regain is not None
-            and gained >= self.min_improvement * abs(self.first)
-            and self.value - self.best > self.regain * gained
-        )
-        self._over = self._over + 1 if over else 0
-        return self._over > self.patience
 
 
 def log_lr_derivative(y: np.ndarray, lrs: np.ndarray, window: int = 3) -> np.ndarray:

@@ -13,7 +13,7 @@ Handlers (each with an ``attach()`` that is safe to call twice):
 * :class:`SweepRecorder` records per iteration the LR, the training loss, loss and perf on the
   held-out slice, and the squared gradient norms that the :class:`NoiseTrainer` of
   :func:`create_noise_trainer` keeps in its ``grad_norms``;
-* :class:`~ignite_seg.handlers.DivergenceStop` with a :class:`~ignite_seg.lr_range.DivergenceMonitor`
+* :class:`~ignite_seg.handlers.DivergenceStop` with a :class:`~ignite_seg.smoothing.DivergenceMonitor`
   ends the sweep when the EMA loss exceeds ``diverge_th`` times its minimum;
 * :class:`LRRangeTest` bundles the three as a temporary intervention (a context manager that
   leaves the model and the optimizer as it found them, like ignite's ``FastaiLRFinder``).
@@ -39,8 +39,8 @@ from .data import Batches, TensorData, as_tensor_data, gather
 from .handlers import CurveRecorder, DivergenceStop, output_loss
 from .hparams import OptimizerName
 from .loaders import LoaderSpec
-from .lr_range import DivergenceMonitor
 from .perf import AccuracyStyle, LossFn, Probe, evaluate
+from .smoothing import DivergenceMonitor
 from .trainer import build_recipe, create_trainer, make_optimizer, resolve_device, set_threads
 
 __all__ = [

@@ -7,7 +7,7 @@ import numpy as np
 from ignite.engine import Engine, Events
 
 from ignite_seg.handlers import CurveRecorder, DivergenceStop
-from ignite_seg.lr_range import DivergenceMonitor
+from ignite_seg.smoothing import DivergenceMonitor
 
 
 def engine_of(losses):

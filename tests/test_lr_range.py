@@ -8,7 +8,6 @@ import pytest
 
 from ignite_seg import TuningError
 from ignite_seg.lr_range import (
-    DivergenceMonitor,
     RangeRule,
     choose_lr_range,
     divergence_index,
@@ -18,6 +17,7 @@ from ignite_seg.lr_range import (
     smooth_curves,
 )
 from ignite_seg.lr_valley import VALLEY_BOTTOM_TOL
+from ignite_seg.smoothing import DivergenceMonitor
 
 #: For a logistic drop ``1/(1+exp(-(x-x0)/w))`` the slope is half its peak at ``|x-x0| = 2w·acosh(√2)``.
 HALF_WIDTH = 2 * math.acosh(math.sqrt(2))
