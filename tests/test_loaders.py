@@ -65,7 +65,7 @@ if __name__ == "__main__":
     res = ignite_seg.train(*loaders, ("torch.nn", "CrossEntropyLoss", (), {}), folder=sys.argv[2],
                            hyperparameters=hp, analysis="none", trials=2, cores=2, seed=0)
     print("STATUSES", [t.status for t in res.trials])
-    print("MODEL", type(ignite_seg.load_model(sys.argv[2], trial=1)).__name__)
+    print("MODEL", type(ignite_seg.load_model(sys.argv[2], trial=1, trust_recipe=True)).__name__)
 '''
 
 
