@@ -63,6 +63,8 @@ def resolve_folder_arg(value: Any, name: str) -> Path:
 
 def _refuse_precious(value: Any, path: Path) -> None:
     real = Path(os.path.realpath(path))
+    if real == Path(real.anchor):
+        raise FolderError(f"folder={os.fspath(value)!r} is the filesystem root; pass a dedicated subfolder.")
     precious = {"the current working directory": Path(os.path.realpath(os.getcwd())),
                 "your home directory": Path(os.path.realpath(os.path.expanduser("~")))}
     for what, place in precious.items():
@@ -73,8 +75,6 @@ def _refuse_precious(value: Any, path: Path) -> None:
                 "run folder aside, so it needs a folder of its own. Pass a dedicated subfolder, e.g. "
                 f"folder={str(place / 'runs' / 'current')!r}."
             )
-    if real == Path(real.anchor):
-        raise FolderError(f"folder={os.fspath(value)!r} is the filesystem root; pass a dedicated subfolder.")
 
 
 def _check_writable(path: Path, name: str) -> None:
