@@ -23,7 +23,6 @@ from .folder import (
     RunFolder,
     archive_folder,
     check_history_folder,
-    check_replaceable,
     has_content,
     resolve_folder_arg,
 )
@@ -231,8 +230,7 @@ def _probe(cfg: RunConfig) -> Mapping[str, Any]:
 def _claimed(cfg: RunConfig, previous: Mapping[str, Any] | None) -> Iterator[RunFolder]:
     """The run folder, locked for this call: an old run moved to the history first (fresh runs)."""
     rf = RunFolder(cfg.folder)
-    if previous is None and has_content(rf.path):
-        check_replaceable(rf.path)
+    if previous is None and has_content(rf.path):  # a run folder: check_continuation refused others
         if FolderLock.holder(rf.path) is not None:
             FolderLock(rf.path).acquire()  # raises FolderLockedError naming the pid
         dest = archive_folder(rf.path, cfg.history)

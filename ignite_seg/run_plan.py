@@ -22,7 +22,7 @@ from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .exceptions import ConfigError, FolderError
 from .fileio import read_json
-from .folder import RunFolder, has_content
+from .folder import RunFolder, check_replaceable, has_content
 from .hparams import FixedHyperparameters, HyperparameterSettings
 from .loaders import LoaderSpec
 
@@ -64,6 +64,7 @@ def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
     """
     rf = RunFolder(cfg.folder)
     if not cfg.is_continuation:
+        check_replaceable(rf.path)  # only an ignite_seg run is ever moved to the history
         return None
     if not has_content(rf.path):
         if cfg.trials == 0:

@@ -44,6 +44,8 @@ def test_a_non_empty_folder_that_is_no_run_is_refused_and_left_in_place(tmp_path
     before = _listing(tmp_path)
     with pytest.raises(FolderError, match=r"not empty and is not an ignite_seg run folder"):
         _train(home)
+    with pytest.raises(FolderError, match=r"not an ignite_seg run folder"):  # up front: no loader runs first
+        ignite_seg.train(("tasks", "raises", (), {}), BLOBS, CE, folder=home, **KW)
     assert _listing(tmp_path) == before  # nothing moved, no history folder
 
 
