@@ -25,12 +25,13 @@ from .folder import (
     check_history_folder,
     has_content,
     resolve_folder_arg,
+    state,
 )
 from .hparams import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
 from .loaders import LoaderSpec, normalize_spec
 from .logs import ensure_logging
 from .perf import ACCURACY_STYLES
-from .run_plan import RunConfig, check_continuation, plan_trials, run_record, settle, state
+from .run_plan import RunConfig, check_continuation, plan_trials, run_record, settle
 from .validation import (
     check_bool,
     check_choice,

@@ -21,7 +21,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal, get_args
 
 import numpy as np
 import psutil
@@ -31,13 +31,25 @@ from .fileio import atomic_write_bytes, is_temporary, read_json, write_json, wri
 
 __all__ = [
     "RunFolder", "archive_folder", "FolderLock", "LOCK_NAME", "resolve_folder_arg", "check_history_folder",
-    "check_replaceable", "has_content",
+    "check_replaceable", "has_content", "RunState", "RUN_STATES", "state",
 ]
 
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".ignite_seg.lock"
 RUN_JSON = "run.json"
+
+#: ``run.json``'s ``state``: ``running`` (tuning or trials under way, or interrupted), ``collated``
+#: (trials collated, the analysis not done), ``complete`` (the call's work is all written).
+RunState = Literal["running", "collated", "complete"]
+RUN_STATES: tuple[str, ...] = get_args(RunState)
+
+
+def state(value: RunState) -> RunState:
+    """A ``run.json`` state, checked against :data:`RunState` (a typo fails here, not in a reader)."""
+    if value not in RUN_STATES:
+        raise ValueError(f"not a run state: {value!r}; one of {RUN_STATES}")
+    return value
 
 
 def resolve_folder_arg(value: Any, name: str) -> Path:
@@ -261,6 +273,7 @@ class RunFolder:
         return data
 
     def write_run(self, data: dict[str, Any]) -> None:
+        state(data["state"])
         write_json(self.run_json, data)
 
     # trials

@@ -14,7 +14,7 @@ import sys
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -22,19 +22,13 @@ from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .exceptions import ConfigError, FolderError
 from .fileio import read_json
-from .folder import RunFolder, check_replaceable, has_content
+from .folder import RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
 from .hparams import FixedHyperparameters, HyperparameterSettings
 from .loaders import LoaderSpec
 
 __all__ = ["RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials"]
 
 logger = logging.getLogger("ignite_seg")
-
-#: ``run.json``'s ``state``: ``running`` (trials or tuning under way, or interrupted), ``collated``
-#: (trials collated, the analysis not done), ``complete`` (the call returned its work).
-RunState = Literal["running", "collated", "complete"]
-RUN_STATES: tuple[str, ...] = get_args(RunState)
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -169,13 +163,6 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None) -> dict[str, 
         info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
     info["state"] = state("running")
     return info
-
-
-def state(value: RunState) -> RunState:
-    """A ``run.json`` state, checked against :data:`RunState` (a typo fails here, not in a reader)."""
-    if value not in RUN_STATES:
-        raise ValueError(f"not a run state: {value!r}; one of {RUN_STATES}")
-    return value
 
 
 def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | None, capacity: int) -> list[int]:

@@ -141,3 +141,12 @@ def test_an_unreadable_trial_record_is_kept_aside_and_the_trial_rerun(tmp_path):
     assert (folder / "trials" / "1" / "result.json.corrupt").read_text() == "{ garbage"
     with np.load(folder / "results.npz") as z:
         assert z["trial_ids"].tolist() == [0, 1, 2]
+
+
+def test_run_json_takes_only_the_documented_states(tmp_path):
+    from ignite_seg.folder import RUN_STATES, RunFolder
+
+    assert RUN_STATES == ("running", "collated", "complete")
+    with pytest.raises(ValueError, match="not a run state: 'done'"):
+        RunFolder(tmp_path).write_run({"state": "done", "loaders": {}})
+    assert list(tmp_path.iterdir()) == []
