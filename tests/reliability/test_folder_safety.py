@@ -83,9 +83,9 @@ def test_a_relative_folder_is_resolved_before_any_loader_runs(tmp_path, monkeypa
     loader = functools.partial(chdir_then, str(tmp_path / "b"))
     with ThreadPoolExecutor(1) as ex:
         res = ignite_seg.train(MLP, loader, CE, folder="runs/current", executor=ex, **KW)
-    assert res.folder == tmp_path / "a" / "runs" / "current"
-    assert (tmp_path / "a" / "runs" / "current" / "run.json").is_file()
     assert list((tmp_path / "b").iterdir()) == []
+    assert (tmp_path / "a" / "runs" / "current" / "run.json").is_file()
+    assert res.folder == tmp_path / "a" / "runs" / "current"
 
 
 def test_a_refused_continuation_writes_nothing_and_the_right_one_adds_its_trials(tmp_path):
