@@ -1,33 +1,47 @@
 """The public entry points: :func:`train` and :func:`load_model`."""
 from __future__ import annotations
 
-import datetime as _dt
+import contextlib
 import logging
 import os
-import platform
-import sys
-import tempfile
 import warnings
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Iterator, Literal, Mapping
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .collate import Collator
 from .exceptions import ConfigError, FolderError
-from .execution import TaskLost, TaskRunner, check_reproducible_executor, check_timeout, prestart, resolve_cores
-from .fileio import TMP_SUFFIX, read_json, remove_stale_temporaries, write_json, write_npz
-from .folder import LOCK_NAME, FolderLock, RunFolder, archive_folder
+from .execution import TaskLost, TaskRunner, check_reproducible_executor, check_timeout, prestart
+from .fileio import read_json, remove_stale_temporaries, write_json, write_npz
+from .folder import (
+    FolderLock,
+    RunFolder,
+    archive_folder,
+    check_history_folder,
+    has_content,
+    resolve_folder_arg,
+    state,
+)
 from .hparams import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
 from .loaders import LoaderSpec, normalize_spec
 from .logs import ensure_logging
 from .perf import ACCURACY_STYLES
-from .validation import check_bool, check_choice, check_device, check_executor, check_int, probe_recipe
+from .run_plan import RunConfig, check_continuation, plan_trials, run_record, settle
+from .validation import (
+    check_bool,
+    check_choice,
+    check_cores,
+    check_device,
+    check_executor,
+    check_int,
+    check_trials,
+    probe_recipe,
+)
 from .workers import second_interrupt_exits
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
@@ -95,19 +109,6 @@ def trial_seed(base_seed: int, trial_id: int) -> int:
     return int(np.random.SeedSequence([base_seed, trial_id]).generate_state(1)[0])
 
 
-def _versions() -> dict[str, str]:
-    import ignite
-    import torch
-
-    return {
-        "ignite_seg": __version__,
-        "torch": torch.__version__,
-        "pytorch-ignite": ignite.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-    }
-
-
 def train(
     model_loader: LoaderLike,
     dataset_loader: LoaderLike,
@@ -135,7 +136,9 @@ def train(
         model_loader: recipe of the model, ``(module, attrname, args, kwargs)`` or a picklable callable.
         dataset_loader: recipe returning ``(train_set, val_set)``.
         loss_loader: recipe of the loss, e.g. ``("torch.nn", "CrossEntropyLoss", (), {})``.
-        folder: output folder (see DESIGN.md for the layout).
+        folder: output folder of its own (see docs/usage.md for the layout and the folder rules).
+            An existing run folder is archived (``is_continuation=False``) or continued; any
+            other non-empty folder, the home or working directory, and ``/`` are refused.
         hyperparameters: a tuner preset name (``fastest``, ``fast``, ``slow``, ``slowest``), a
             ``HyperparameterSettings``, or a ``FixedHyperparameters`` recipe used as is.
         analysis: analysis preset run at the end (``none`` ... ``video``).
@@ -143,10 +146,12 @@ def train(
         accuracy_style: how perf is measured.
         trials: minimum number of trials (more when ``trials_strict=False`` fills idle workers).
             With ``is_continuation=True`` the trials are added to the folder's; a folder whose
-            run was interrupted is first completed as planned, with the same seeds.
+            run was interrupted is completed as planned, with the same seeds, and nothing is
+            added. ``trials=0`` (continuation only) finishes an interrupted run and adds nothing
+            in any case: the safe way to recover a killed call.
         is_continuation: reuse the folder's hyperparameters and add trials to it.
         history_folder: where an existing ``folder`` is archived (default: ``folder/../history``).
-        cores: worker processes, or ``"all"`` physical cores.
+        cores: worker processes (at most the CPUs this process may use), or ``"all"`` physical cores.
         trials_strict: run exactly ``trials`` trials.
         executor: any ``concurrent.futures.Executor``; ``None`` creates a local process pool.
         device: ``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N``.
@@ -162,281 +167,196 @@ def train(
         >>> res = ignite_seg.train(("mytask", "model", (), {}), ("mytask", "dataset", (), {}),
         ...                        ("torch.nn", "CrossEntropyLoss", (), {}), folder="out/current",
         ...                        hyperparameters="fast", trials=4, cores=2, seed=0)
-        >>> model = ignite_seg.load_model("out/current", trial=0)
+        >>> model = ignite_seg.load_model("out/current", trial=0, trust_recipe=True)
     """
     ensure_logging()
-    # -- validate everything in this process, before any worker starts -------------------
+    cfg = _validate(
+        loaders=(model_loader, dataset_loader, loss_loader),
+        folders=(folder, history_folder),
+        recipe=(hyperparameters, analysis, allow_later_analysis_up_to, accuracy_style),
+        plan=(trials, trials_strict, is_continuation, seed, snapshots_per_epoch),
+        compute=(cores, executor, device, trial_timeout),
+    )
+    previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
+    cfg = settle(cfg, previous)
+    facts = _probe(cfg)
+    # archive an old run and take the lock; a second interrupt while the first is handled exits now
+    with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
+        run_info = run_record(cfg, previous)
+        rf.write_run(run_info)
+        with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
+            hp = _hyperparameters(rf, runner, cfg, facts)
+            run_info["planned_trials"] = plan_trials(rf, cfg, previous, runner.capacity)
+            rf.write_run(run_info)  # the plan is on disk before any trial runs
+            finished, collator = _run_trials(rf, runner, cfg, hp, run_info["planned_trials"])
+        _collate(rf, cfg, collator, run_info)
+        _analyse(rf, cfg, run_info)
+        return _result(rf, hp, finished)
+
+
+def _validate(
+    loaders: tuple[Any, Any, Any],
+    folders: tuple[Any, Any],
+    recipe: tuple[Any, Any, Any, Any],
+    plan: tuple[Any, Any, Any, Any, Any],
+    compute: tuple[Any, Any, Any, Any],
+) -> RunConfig:
+    """Check every argument of :func:`train` (in this process, writing nothing) into a :class:`RunConfig`."""
+    hyperparameters, analysis, later, accuracy_style = recipe
+    trials, trials_strict, is_continuation, seed, snapshots_per_epoch = plan
+    cores, executor, device, trial_timeout = compute
     specs = {
-        "model": normalize_spec(model_loader, "model_loader"),
-        "dataset": normalize_spec(dataset_loader, "dataset_loader"),
-        "loss": normalize_spec(loss_loader, "loss_loader"),
+        name: normalize_spec(value, f"{name}_loader") for name, value in zip(("model", "dataset", "loss"), loaders)
     }
-    hp_settings = resolve_hyperparameters(hyperparameters)
     analysis_settings = resolve_analysis(analysis)
-    collect = resolve_analysis(allow_later_analysis_up_to, "allow_later_analysis_up_to")
-    if collect.level < analysis_settings.level:
-        collect = analysis_settings
+    collect = resolve_analysis(later, "allow_later_analysis_up_to")
     check_choice("accuracy_style", accuracy_style, ACCURACY_STYLES)
-    trials = check_int("trials", trials, 1)  # type: ignore[assignment]
     check_bool("is_continuation", is_continuation)
+    n_trials = check_trials(trials, is_continuation)
     check_bool("trials_strict", trials_strict)
-    n_cores = resolve_cores(cores)
     executor = check_executor(executor)
     check_reproducible_executor(executor)
-    check_device(device)
-    seed = check_int("seed", seed, 0, optional=True)
-    check_int("snapshots_per_epoch", snapshots_per_epoch, 1)
-    trial_timeout = check_timeout("trial_timeout", trial_timeout)
-    rf = RunFolder(_check_folder_arg(folder, "folder"))
-    history = Path(history_folder) if history_folder is not None else rf.path.parent / "history"
-    if history_folder is not None:
-        _check_folder_arg(history_folder, "history_folder")
-    previous = _check_continuation(rf, is_continuation, specs, accuracy_style)
-    if executor is None:
+    folder = resolve_folder_arg(folders[0], "folder")
+    history = folder.parent / "history" if folders[1] is None else resolve_folder_arg(folders[1], "history_folder")
+    check_history_folder(folder, history)
+    return RunConfig(
+        folder=folder, history=history, specs=specs, hp_settings=resolve_hyperparameters(hyperparameters),
+        analysis=analysis_settings, collect=max(collect, analysis_settings, key=lambda a: a.level),
+        accuracy_style=accuracy_style, trials=n_trials, trials_strict=trials_strict,
+        is_continuation=is_continuation, cores=check_cores(cores, executor), executor=executor,
+        device=check_device(device), seed=check_int("seed", seed, 0, optional=True),
+        snapshots_per_epoch=check_int("snapshots_per_epoch", snapshots_per_epoch, 1),  # type: ignore[arg-type]
+        trial_timeout=check_timeout("trial_timeout", trial_timeout),
+    )
+
+
+def _probe(cfg: RunConfig) -> Mapping[str, Any]:
+    if cfg.executor is None:
         prestart(WORKER_PRELOAD)  # the fork server imports torch while this process checks the recipe
     logger.info("checking the recipe (model, dataset, loss) in this process")
-    facts = probe_recipe(specs["model"], specs["dataset"], specs["loss"], accuracy_style)
+    facts = probe_recipe(cfg.specs["model"], cfg.specs["dataset"], cfg.specs["loss"], cfg.accuracy_style)
     logger.info("recipe ok: %d training and %d validation items", facts["n_train"], facts["n_val"])
+    return facts
 
-    # -- folder: archive the old one, take the lock ---------------------------------------
-    if previous is None and rf.path.exists() and _has_content(rf.path):
-        holder = FolderLock.holder(rf.path)
-        if holder is not None:
+
+@contextlib.contextmanager
+def _claimed(cfg: RunConfig, previous: Mapping[str, Any] | None) -> Iterator[RunFolder]:
+    """The run folder, locked for this call: an old run moved to the history first (fresh runs)."""
+    rf = RunFolder(cfg.folder)
+    if previous is None and has_content(rf.path):  # a run folder: check_continuation refused others
+        if FolderLock.holder(rf.path) is not None:
             FolderLock(rf.path).acquire()  # raises FolderLockedError naming the pid
-        dest = archive_folder(rf.path, history)
+        dest = archive_folder(rf.path, cfg.history)
         logger.info("archived the existing %s to %s", rf.path, dest)
     rf.path.mkdir(parents=True, exist_ok=True)
     lock = FolderLock(rf.path)
     lock.acquire()
-    if n := remove_stale_temporaries(rf.path):
-        logger.info("removed %d temporary file(s) left by an interrupted write", n)
     try:
-        with second_interrupt_exits():  # a second interrupt while the first one is handled: exit now
-            return _run(
-                rf, specs, hp_settings, analysis_settings, collect, accuracy_style, trials, trials_strict,
-                n_cores, executor, device, seed, snapshots_per_epoch, previous, facts, trial_timeout,
-            )
-    except KeyboardInterrupt:
-        logger.warning("interrupted: the workers were stopped; completed trials are kept in %s (finish the "
-                       "run with is_continuation=True)", rf.path)
-        raise
+        if n := remove_stale_temporaries(rf.path):
+            logger.info("removed %d temporary file(s) left by an interrupted write", n)
+        yield rf
     finally:
         lock.release()
 
 
-def _check_folder_arg(value: Any, name: str) -> Path:
-    if not isinstance(value, (str, os.PathLike)):
-        from .exceptions import ConfigTypeError
-
-        raise ConfigTypeError(f"{name} must be a path (str or os.PathLike), got {value!r} ({type(value).__name__}).")
-    path = Path(value)
-    if path.exists() and not path.is_dir():
-        raise FolderError(f"{name}={str(path)!r} exists and is not a folder; pass a folder path.")
-    probe = path.absolute()
-    while not probe.exists():
-        probe = probe.parent
-    try:  # a real write: os.access says yes to root even where writing fails
-        fd, tmp = tempfile.mkstemp(prefix=".ignite_seg_probe_", dir=probe)
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise FolderError(
-            f"{name}={str(path)!r} cannot be written: creating a file in {str(probe)!r} failed "
-            f"({exc.strerror or exc}). Pass a folder you can write to."
-        ) from None
-    return path
+@contextlib.contextmanager
+def _on_interrupt(rf: RunFolder) -> Iterator[None]:
+    """Say what an interrupt kept (the workers are stopped by the task runner) and let it through."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        logger.warning("interrupted: the workers were stopped; completed trials are kept in %s (finish the "
+                       "run with is_continuation=True)", rf.path)
+        raise
 
 
-def _has_content(folder: Path) -> bool:
-    """Whether ``folder`` holds anything but a lock file and temporaries left by a crash."""
-    return any(p.name != LOCK_NAME and not p.name.endswith(TMP_SUFFIX) for p in folder.iterdir())
+def _run_trials(
+    rf: RunFolder, runner: TaskRunner, cfg: RunConfig, hp: FixedHyperparameters, plan: list[int]
+) -> tuple[dict[int, dict[str, Any]], Collator]:
+    """Run the planned trials not finished yet; every finished trial, and the collator holding them."""
+    from .trainer import TrialTask, run_trial
 
-
-def _check_continuation(
-    rf: RunFolder, is_continuation: bool, specs: Mapping[str, LoaderSpec], accuracy_style: str
-) -> dict[str, Any] | None:
-    """The folder's run.json when continuing it; ``None`` for a fresh run."""
-    if not is_continuation:
-        return None
-    if not rf.path.exists() or not _has_content(rf.path):
-        logger.info("is_continuation=True but %s is empty: starting a new run", rf.path)
-        return None
-    if not rf.is_run():
-        raise FolderError(
-            f"is_continuation=True but {str(rf.path)!r} is not an ignite_seg run folder (no "
-            "run.json). Use is_continuation=False to archive it and start anew, or another folder."
-        )
-    previous = rf.read_run()
-    if previous.get("accuracy_style") != accuracy_style:
-        raise ConfigError(
-            f"is_continuation=True: the folder's run used accuracy_style="
-            f"{previous.get('accuracy_style')!r}, not {accuracy_style!r}. Pass the same value, or "
-            "start a new run with is_continuation=False."
-        )
-    for name, spec in specs.items():
-        old = previous["loaders"].get(name, {}).get("describe")
-        if old != spec.describe():
-            raise ConfigError(
-                f"is_continuation=True: {name}_loader is {spec.describe()} but the folder's run used "
-                f"{old}. Continue with the same loaders, or start a new run with is_continuation=False."
-            )
-    return previous
-
-
-def _run(
-    rf: RunFolder,
-    specs: Mapping[str, LoaderSpec],
-    hp_settings: HyperparameterSettings | FixedHyperparameters,
-    analysis_settings: AnalysisSettings,
-    collect: AnalysisSettings,
-    accuracy_style: str,
-    trials: int,
-    trials_strict: bool,
-    n_cores: int,
-    executor: Executor | None,
-    device: str,
-    seed: int | None,
-    snapshots_per_epoch: int,
-    previous: dict[str, Any] | None,
-    facts: Mapping[str, Any],
-    trial_timeout: float | None = None,
-) -> TrainResult:
-    base_seed = int(previous["seed"]) if previous else (
-        seed if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
+    finished = dict(rf.finished_trials())
+    collator = Collator(
+        {"snapshots_per_epoch": cfg.snapshots_per_epoch, **hp.to_dict()}, smooth_window=cfg.snapshots_per_epoch | 1
     )
-    if previous and seed is not None and seed != base_seed:
-        logger.warning("is_continuation=True: keeping the folder's seed %d (seed=%d ignored)", base_seed, seed)
-    if previous:
-        collect = resolve_analysis(previous.get("allow_later_analysis_up_to", collect.name))
-        snapshots_per_epoch = int(previous.get("snapshots_per_epoch", snapshots_per_epoch))
-    run_info: dict[str, Any] = dict(previous or {})
-    run_info.update(
-        {
-            "format": 1,
-            "versions": _versions(),
-            "created": run_info.get("created") or _dt.datetime.now().isoformat(timespec="seconds"),
-            "loaders": {k: s.to_json() for k, s in specs.items()},
-            "accuracy_style": accuracy_style,
-            "hyperparameters": {
-                "kind": "fixed" if isinstance(hp_settings, FixedHyperparameters) else "tuned",
-                **hp_settings.to_dict(),
-            },
-            "analysis": analysis_settings.name,
-            "allow_later_analysis_up_to": collect.name,
-            "seed": base_seed,
-            "device": device,
-            "snapshots_per_epoch": snapshots_per_epoch,
-            "argv": sys.argv,
-        }
-    )
-    interrupted = previous is not None and previous.get("state") != "complete"
-    run_info["state"] = "running"
-    rf.write_run(run_info)
-
-    with TaskRunner(n_cores, executor, preload=WORKER_PRELOAD) as runner:
-        # -- hyperparameters ------------------------------------------------------------------
-        hp = _hyperparameters(rf, runner, specs, hp_settings, accuracy_style, facts, base_seed, device)
-        # -- plan the trials ---------------------------------------------------------------
-        finished = dict(rf.finished_trials())
-        if interrupted and run_info.get("planned_trials"):
-            plan = [int(t) for t in run_info["planned_trials"]]
-            logger.info("resuming an interrupted run: %d of %d planned trials left",
-                        sum(t not in finished for t in plan), len(plan))
-        else:
-            n = trials if trials_strict else -(-trials // runner.capacity) * runner.capacity
-            start = max(rf.trial_ids(), default=-1) + 1
-            plan = list(range(start, start + n))
-        run_info["planned_trials"] = plan
-        rf.write_run(run_info)
-        todo = [t for t in plan if t not in finished]
-
-        collator = Collator(
-            {"snapshots_per_epoch": snapshots_per_epoch, **hp.to_dict()}, smooth_window=snapshots_per_epoch | 1
+    for tid, res in finished.items():
+        if res.get("status") == "completed":
+            collator.add(tid, res, rf.read_throughtime(tid))
+    todo = [t for t in plan if t not in finished]
+    first_completed = min((t for t, r in finished.items() if r.get("status") == "completed"), default=None)
+    record_hidden_id = todo[0] if cfg.collect.collects_hidden and first_completed is None and todo else None
+    assert cfg.seed is not None  # settled
+    tasks = [
+        TrialTask(
+            trial_id=t, model=cfg.specs["model"], dataset=cfg.specs["dataset"], loss=cfg.specs["loss"], hparams=hp,
+            accuracy_style=cfg.accuracy_style, seed=trial_seed(cfg.seed, t), device=cfg.device,
+            snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
+            threads=runner.task_threads,
         )
-        for tid, res in finished.items():
-            if res.get("status") == "completed":
-                collator.add(tid, res, rf.read_throughtime(tid))
-        first_completed = min((t for t, r in finished.items() if r.get("status") == "completed"), default=None)
-        record_hidden_id = todo[0] if collect.collects_hidden and first_completed is None and todo else None
-        from .trainer import TrialTask, run_trial
+        for t in todo
+    ]
+    logger.info("running %d trial(s) on %d worker(s)", len(tasks), runner.capacity)
+    with tqdm(total=len(tasks), desc="trials", unit="trial", mininterval=0.5) as bar:
+        for item in runner.map_unordered(run_trial, tasks, key=lambda task: task.trial_id, timeout=cfg.trial_timeout):
+            outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item
+            res = rf.write_trial(outcome)
+            finished[outcome.trial_id] = res
+            if outcome.status == "completed":
+                collator.add(outcome.trial_id, res, outcome.throughtime)
+            else:
+                logger.warning("trial %d %s: %s", outcome.trial_id, outcome.status, res.get("error"))
+            bar.update(1)
+    return finished, collator
 
-        tasks = [
-            TrialTask(
-                trial_id=t, model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], hparams=hp,
-                accuracy_style=accuracy_style, seed=trial_seed(base_seed, t), device=device,
-                snapshots_per_epoch=snapshots_per_epoch, record_hidden=(t == record_hidden_id),
-                threads=runner.task_threads,
-            )
-            for t in todo
-        ]
-        logger.info("running %d trial(s) on %d worker(s)", len(tasks), runner.capacity)
-        with tqdm(total=len(tasks), desc="trials", unit="trial", mininterval=0.5) as bar:
-            for item in runner.map_unordered(run_trial, tasks, key=lambda task: task.trial_id,
-                                             timeout=trial_timeout):
-                outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item
-                res = rf.write_trial(outcome)
-                finished[outcome.trial_id] = res
-                if outcome.status == "completed":
-                    collator.add(outcome.trial_id, res, outcome.throughtime)
-                else:
-                    logger.warning("trial %d %s: %s", outcome.trial_id, outcome.status, res.get("error"))
-                bar.update(1)
 
-    # -- collate -----------------------------------------------------------------------------
+def _collate(rf: RunFolder, cfg: RunConfig, collator: Collator, run_info: dict[str, Any]) -> None:
     results, tt = collator.arrays()
     write_npz(rf.results, **results)
     write_npz(rf.throughtimes, **tt)
     # "collated": trials and collation done, the analysis not yet (a crash there is resumed too)
-    run_info["state"] = "collated" if analysis_settings.level > 0 else "complete"
+    run_info["state"] = state("collated" if cfg.analysis.level > 0 else "complete")
     rf.write_run(run_info)
-    n_ok = len(collator)
-    logger.info("%d completed trial(s) collated into %s and %s", n_ok, rf.results, rf.throughtimes)
-    if n_ok:
+    logger.info("%d completed trial(s) collated into %s and %s", len(collator), rf.results, rf.throughtimes)
+    if len(collator):
         logger.info("final val perf: mean %.4f, best %.4f", results["final_perf_val"].mean(),
                     results["final_perf_val"].max())
 
-    # -- analyse -----------------------------------------------------------------------------
-    if analysis_settings.level > 0:
-        from .analysis import analyze_folder
 
-        try:
-            analyze_folder(rf, analysis_settings, cores=n_cores)
-        except Exception as exc:  # the results are safe: report, and let the caller have them
-            logger.error("analysis %r failed (%s: %s); the trials and collated results are saved. Redo it "
-                         "with: python -m ignite_seg.reanalyze %s --analysis %s", analysis_settings.name,
-                         type(exc).__name__, exc, rf.path, analysis_settings.name)
-            warnings.warn(f"analysis failed: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
-        run_info["state"] = "complete"
-        rf.write_run(run_info)
-    return _result(rf, hp, finished)
+def _analyse(rf: RunFolder, cfg: RunConfig, run_info: dict[str, Any]) -> None:
+    if cfg.analysis.level == 0:
+        return
+    from .analysis import analyze_folder
+
+    try:
+        analyze_folder(rf, cfg.analysis, cores=cfg.cores)
+    except Exception as exc:  # the results are safe: report, and let the caller have them
+        logger.error("analysis %r failed (%s: %s); the trials and collated results are saved. Redo it "
+                     "with: python -m ignite_seg.reanalyze %s --analysis %s", cfg.analysis.name,
+                     type(exc).__name__, exc, rf.path, cfg.analysis.name)
+        warnings.warn(f"analysis failed: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
+    run_info["state"] = state("complete")
+    rf.write_run(run_info)
 
 
 def _hyperparameters(
-    rf: RunFolder,
-    runner: TaskRunner,
-    specs: Mapping[str, LoaderSpec],
-    settings: HyperparameterSettings | FixedHyperparameters,
-    accuracy_style: str,
-    facts: Mapping[str, Any],
-    seed: int,
-    device: str,
+    rf: RunFolder, runner: TaskRunner, cfg: RunConfig, facts: Mapping[str, Any]
 ) -> FixedHyperparameters:
-    final = rf.hparams / "final.json"
-    existing = FixedHyperparameters.from_dict(read_json(final)) if final.is_file() else None
-    if isinstance(settings, FixedHyperparameters):
-        if existing is not None and existing != settings and rf.trial_ids():
-            raise ConfigError(
-                f"is_continuation=True with hyperparameters={settings!r}, but the folder's trials used "
-                f"{existing!r}; trials of one run share one recipe. Start a new run instead."
-            )
-        write_json(final, settings.to_dict())
+    """The recipe of the trials: the fixed one, the folder's tuned one, or a new tuning."""
+    settings = cfg.hp_settings
+    if isinstance(settings, FixedHyperparameters):  # a mismatch with the folder's was refused up front
+        write_json(rf.hparams / "final.json", settings.to_dict())
         return settings
-    if existing is not None:
+    final = rf.hparams / "final.json"
+    if final.is_file():
+        existing = FixedHyperparameters.from_dict(read_json(final))
         logger.info("reusing the folder's tuned hyperparameters %s", existing)
         return existing
     from .tuner import tune
 
-    return tune(runner, rf, settings, specs, accuracy_style=accuracy_style, facts=facts, seed=seed, device=device)
+    assert cfg.seed is not None  # settled
+    return tune(runner, rf, settings, cfg.specs, accuracy_style=cfg.accuracy_style, facts=facts, seed=cfg.seed,
+                device=cfg.device)
 
 
 def _lost_outcome(lost: TaskLost[Any]) -> Any:
@@ -465,19 +385,37 @@ def _result(rf: RunFolder, hp: FixedHyperparameters, finished: Mapping[int, Mapp
     return TrainResult(folder=rf.path, hyperparameters=hp, trials=summaries, paths=paths)
 
 
-def load_model(folder: str | os.PathLike[str], *, trial: int = 0, initial: bool = False) -> Any:
-    """Rebuild trial ``trial``'s model from the folder's recorded model loader and weights.
+def load_model(
+    folder: str | os.PathLike[str],
+    trial: int = 0,
+    *,
+    model: Any = None,
+    trust_recipe: bool = False,
+    initial: bool = False,
+) -> Any:
+    """Load trial ``trial``'s weights (``weights_only``) into a model; never runs code from the folder by itself.
 
     Args:
         folder: a run folder written by :func:`train`.
         trial: the trial id.
+        model: the model to load the weights into: a ``torch.nn.Module`` of the run's
+            architecture, or a loader spec of it (built here, in this process).
+        trust_recipe: without ``model``, rebuild the model from the loader recorded in the
+            folder's run.json. This unpickles, imports and calls what the folder says, which can
+            run any code: only for folders you trust (ones you wrote yourself).
         initial: load the weights before training (``model_init.pt``) instead of after.
 
+    Raises:
+        ConfigError: neither ``model`` nor ``trust_recipe=True`` was given.
+        FolderError: the folder is no run, or the trial has no weights.
+
     Example:
-        >>> model = ignite_seg.load_model("out/current", trial=0)  # doctest: +SKIP
+        >>> model = ignite_seg.load_model("out/current", 0, model=("mytask", "model", (), {}))  # doctest: +SKIP
+        >>> model = ignite_seg.load_model("out/current", 0, trust_recipe=True)  # doctest: +SKIP
     """
     import torch
 
+    check_bool("trust_recipe", trust_recipe)
     rf = RunFolder(folder)
     info = rf.read_run()
     path = rf.trial(trial) / ("model_init.pt" if initial else "model.pt")
@@ -486,6 +424,15 @@ def load_model(folder: str | os.PathLike[str], *, trial: int = 0, initial: bool 
             f"trial {trial} of {str(rf.path)!r} has no {path.name}; trials with weights: "
             f"{[t for t in rf.trial_ids() if (rf.trial(t) / path.name).is_file()]}."
         )
-    model = LoaderSpec.from_json(info["loaders"]["model"]).build()
+    if model is None and not trust_recipe:
+        raise ConfigError(
+            f"load_model does not run code recorded in a folder by itself. Pass model= (a torch.nn.Module "
+            f"of the run's architecture, or its loader spec), or trust_recipe=True to import and call the "
+            f"recorded model loader {info['loaders']['model'].get('describe')} (only for a folder you trust)."
+        )
+    if model is None:
+        model = LoaderSpec.from_json(info["loaders"]["model"]).build()
+    elif not isinstance(model, torch.nn.Module):
+        model = normalize_spec(model, "model").build()
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return model

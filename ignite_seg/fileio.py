@@ -9,6 +9,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -49,18 +50,47 @@ def _fault_hook_from_env() -> None:
 
 _fault_hook_from_env()
 
-#: Suffix of the temporary files; a run restarted after a crash removes the ones left behind.
+#: Prefix and suffix of the temporary files: ``.ignite_seg-<pid>-<name>.<random>.tmp``. A run
+#: restarted after a crash removes the ones left behind, and only those (a user's own
+#: ``.notes.tmp`` is not ignite_seg's to delete).
+TMP_PREFIX = ".ignite_seg-"
 TMP_SUFFIX = ".tmp"
+_TMP_NAME = re.compile(rf"^{re.escape(TMP_PREFIX)}\d+-.+{re.escape(TMP_SUFFIX)}$")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether the file name ``name`` is one of ignite_seg's own temporary files."""
+    return _TMP_NAME.match(name) is not None
 
 
 def remove_stale_temporaries(folder: str | os.PathLike[str]) -> int:
     """Delete temporary files that a killed writer left in ``folder`` (recursively); count them."""
     n = 0
-    for p in Path(folder).rglob(f".*{TMP_SUFFIX}"):
-        if p.is_file() and p.name.count(".") >= 3:
+    for p in Path(folder).rglob(f"{TMP_PREFIX}*{TMP_SUFFIX}"):
+        if p.is_file() and is_temporary(p.name):
             p.unlink()
             n += 1
     return n
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable: fsync the directory entry (a no-op where unsupported)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # Windows cannot open a folder; its renames are durable already
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a folder (EINVAL): nothing more to do
+        pass
+    finally:
+        os.close(fd)
+
+
+def _name_the_file(exc: OSError, path: Path) -> None:
+    """Name the file being written in ``exc`` when the OS named none (a full disk, an I/O error)."""
+    if exc.filename is None:
+        exc.filename = str(path)
 
 
 def _current_umask() -> int:
@@ -74,11 +104,17 @@ _FILE_MODE = 0o666 & ~_current_umask()
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (same-folder temporary file + ``os.replace``)."""
+    """Write ``data`` to ``path`` atomically (same-folder temporary file + ``os.replace``).
+
+    The file's data is fsynced before the rename and its folder after, so the new version
+    survives a crash of the machine (on filesystems that honour fsync). An ``OSError`` the OS
+    raised without a file name (a full disk) names ``path``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     global write_count
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    prefix = f"{TMP_PREFIX}{os.getpid()}-{path.name}."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=TMP_SUFFIX, dir=path.parent)
     write_count += 1
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -90,12 +126,15 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         for hook in _before_replace_hooks:
             hook(path)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            _name_the_file(exc, path)
         raise
+    _fsync_folder(path.parent)
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -1,6 +1,6 @@
 """The output folder: layout, archiving, the lock, and reading/writing trials.
 
-Layout (see DESIGN.md)::
+Layout (see docs/usage.md)::
 
     folder/run.json  hparams/  trials/<i>/  results.npz  throughtimes.npz  analysis/
 
@@ -18,18 +18,22 @@ import logging
 import os
 import shutil
 import socket
+import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal, get_args
 
 import numpy as np
 import psutil
 
-from .exceptions import FolderError, FolderLockedError
-from .fileio import atomic_write_bytes, read_json, write_json, write_npz
+from .exceptions import ConfigTypeError, FolderError, FolderLockedError
+from .fileio import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
 
-__all__ = ["RunFolder", "archive_folder", "FolderLock", "LOCK_NAME"]
+__all__ = [
+    "RunFolder", "archive_folder", "FolderLock", "LOCK_NAME", "resolve_folder_arg", "check_history_folder",
+    "check_replaceable", "has_content", "RunState", "RUN_STATES", "state",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +42,93 @@ LOCK_NAME = ".ignite_seg.lock"
 LOCK_TRIES = 5
 LOCK_RETRY_S = 0.02
 RUN_JSON = "run.json"
+
+#: ``run.json``'s ``state``: ``running`` (tuning or trials under way, or interrupted), ``collated``
+#: (trials collated, the analysis not done), ``complete`` (the call's work is all written).
+RunState = Literal["running", "collated", "complete"]
+RUN_STATES: tuple[str, ...] = get_args(RunState)
+
+
+def state(value: RunState) -> RunState:
+    """A ``run.json`` state, checked against :data:`RunState` (a typo fails here, not in a reader)."""
+    if value not in RUN_STATES:
+        raise ValueError(f"not a run state: {value!r}; one of {RUN_STATES}")
+    return value
+
+
+def resolve_folder_arg(value: Any, name: str) -> Path:
+    """The absolute path of the ``folder`` (or ``history_folder``) argument; ``~`` expanded.
+
+    Resolved once, up front: a loader that changes the working directory cannot move it.
+
+    Raises:
+        ConfigTypeError: not a path.
+        FolderError: a file, not writable, or a folder ignite_seg must never archive (the
+            filesystem root, the home directory, the working directory, or one holding them).
+    """
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigTypeError(f"{name} must be a path (str or os.PathLike), got {value!r} ({type(value).__name__}).")
+    path = Path(os.path.abspath(os.path.expanduser(os.fspath(value))))
+    if path.exists() and not path.is_dir():
+        raise FolderError(f"{name}={str(path)!r} exists and is not a folder; pass a folder path.")
+    if name == "folder":
+        _refuse_precious(value, path)
+    _check_writable(path, name)
+    return path
+
+
+def _refuse_precious(value: Any, path: Path) -> None:
+    real = Path(os.path.realpath(path))
+    if real == Path(real.anchor):
+        raise FolderError(f"folder={os.fspath(value)!r} is the filesystem root; pass a dedicated subfolder.")
+    precious = {"the current working directory": Path(os.path.realpath(os.getcwd())),
+                "your home directory": Path(os.path.realpath(os.path.expanduser("~")))}
+    for what, place in precious.items():
+        if real == place or real in place.parents:
+            held = "is" if real == place else "holds"
+            raise FolderError(
+                f"folder={os.fspath(value)!r} {held} {what} ({str(place)!r}); ignite_seg moves an existing "
+                "run folder aside, so it needs a folder of its own. Pass a dedicated subfolder, e.g. "
+                f"folder={str(place / 'runs' / 'current')!r}."
+            )
+
+
+def _check_writable(path: Path, name: str) -> None:
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    try:  # a real write: os.access says yes to root even where writing fails
+        fd, tmp = tempfile.mkstemp(prefix=".ignite_seg_probe_", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise FolderError(
+            f"{name}={str(path)!r} cannot be written: creating a file in {str(probe)!r} failed "
+            f"({exc.strerror or exc}). Pass a folder you can write to."
+        ) from None
+
+
+def check_history_folder(folder: Path, history: Path) -> None:
+    """Refuse a ``history_folder`` inside ``folder`` (archiving would move it into itself)."""
+    if history == folder or folder in history.parents:
+        raise FolderError(
+            f"history_folder={str(history)!r} is inside folder={str(folder)!r}: the folder cannot be "
+            "moved into itself. Pass a history_folder outside it (the default is folder/../history)."
+        )
+
+
+def has_content(folder: Path) -> bool:
+    """Whether ``folder`` holds anything but a lock file and ignite_seg temporaries left by a crash."""
+    return folder.is_dir() and any(p.name != LOCK_NAME and not is_temporary(p.name) for p in folder.iterdir())
+
+
+def check_replaceable(folder: Path) -> None:
+    """Refuse to archive a non-empty folder that is not an ignite_seg run (nothing is moved)."""
+    if has_content(folder) and not (folder / RUN_JSON).is_file():
+        raise FolderError(
+            f"folder={str(folder)!r} is not empty and is not an ignite_seg run folder (no run.json), so "
+            "ignite_seg will not move it aside. Pass an empty or new folder, or a previous run's folder."
+        )
 
 
 def archive_folder(folder: Path, history_folder: Path) -> Path:
@@ -249,6 +340,7 @@ class RunFolder:
         return data
 
     def write_run(self, data: dict[str, Any]) -> None:
+        state(data["state"])
         write_json(self.run_json, data)
 
     # trials
@@ -289,16 +381,34 @@ class RunFolder:
         return sorted(int(p.name) for p in self.trials.iterdir() if p.name.isdigit())
 
     def read_result(self, trial_id: int) -> dict[str, Any] | None:
-        """The trial's result record, or ``None`` when the trial never finished."""
+        """The trial's result record, or ``None`` when the trial never finished (or its record is garbage)."""
         try:
             data = read_json(self.trial(trial_id) / "result.json")
         except (FileNotFoundError, ValueError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("status"), str):
             return None
         if data.get("status") == "completed":
             d = self.trial(trial_id)
             if not ((d / "model.pt").is_file() and (d / "throughtime.npz").is_file()):
                 return None
         return data  # type: ignore[no-any-return]
+
+    def set_aside_corrupt_results(self) -> list[int]:
+        """Rename each unreadable ``result.json`` to ``result.json.corrupt`` (never deleted); their ids.
+
+        Those trials count as unfinished, so a continuation runs them again.
+        """
+        moved = []
+        for tid in self.trial_ids():
+            path = self.trial(tid) / "result.json"
+            if path.is_file() and self.read_result(tid) is None and not _readable_record(path):
+                dest, k = path.with_name("result.json.corrupt"), 1
+                while dest.exists():
+                    dest, k = path.with_name(f"result.json.corrupt.{k}"), k + 1
+                os.replace(path, dest)
+                moved.append(tid)
+        return moved
 
     def finished_trials(self) -> Iterator[tuple[int, dict[str, Any]]]:
         for tid in self.trial_ids():
@@ -309,3 +419,11 @@ class RunFolder:
     def read_throughtime(self, trial_id: int) -> dict[str, np.ndarray]:
         with np.load(self.trial(trial_id) / "throughtime.npz") as z:
             return {k: z[k] for k in z.files}
+
+
+def _readable_record(path: Path) -> bool:
+    try:
+        data = read_json(path)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and isinstance(data.get("status"), str)

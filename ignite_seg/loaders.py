@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import importlib
 import os
 import pickle
@@ -15,11 +16,19 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from .exceptions import ConfigError, ConfigTypeError
 
 __all__ = ["LoaderSpec", "normalize_spec", "resolve_main_module"]
 
 _FORM = "(module, attrname, args, kwargs), e.g. ('torch.nn', 'CrossEntropyLoss', (), {})"
+
+#: Longest ``describe`` recorded in run.json (a summary for people; the fingerprint compares).
+DESCRIBE_MAX = 300
+#: Largest pickled recipe kept in run.json for ``load_model(trust_recipe=True)``; a larger one
+#: (a loader given a big array) is left out, and the model must then be passed to ``load_model``.
+PICKLE_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -58,22 +67,43 @@ class LoaderSpec:
         """Call the recipe and return what it builds."""
         return self.resolve()(*self.args, **dict(self.kwargs))
 
-    def describe(self) -> str:
+    def describe(self, limit: int | None = None) -> str:
+        """A readable summary; cut to ``limit`` characters (with ``...``) when given."""
         target = f"{self.module}.{self.attr}" if self.fn is None else _qualified_name(self.fn)
-        return f"{target}(*{self.args!r}, **{dict(self.kwargs)!r})"
+        text = f"{target}(*{self.args!r}, **{dict(self.kwargs)!r})"
+        return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+
+    def fingerprint(self) -> str:
+        """sha256 of the recipe's content: equal in every process for equal recipes.
+
+        Unlike ``repr``, it sees every element of an array, orders sets and dicts, and ignores
+        object addresses, so two runs compare by what they would build.
+        """
+        digest = hashlib.sha256()
+        _feed(digest, (self.module, self.attr, self.args, dict(self.kwargs), self.fn), set())
+        return digest.hexdigest()
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON record from which :meth:`from_json` rebuilds the spec (for ``run.json``)."""
-        data: dict[str, Any] = {"describe": self.describe(), "path": self.path}
+        """The ``run.json`` record: a summary, the fingerprint, and the pickled recipe if small."""
+        data: dict[str, Any] = {
+            "describe": self.describe(DESCRIBE_MAX), "fingerprint": self.fingerprint(), "path": self.path,
+        }
         if self.fn is None:
             data.update(module=self.module, attr=self.attr)
-        data["pickle"] = base64.b64encode(
-            pickle.dumps((self.module, self.attr, self.args, dict(self.kwargs), self.fn))
-        ).decode("ascii")
+        blob = pickle.dumps((self.module, self.attr, self.args, dict(self.kwargs), self.fn))
+        data["pickle"] = base64.b64encode(blob).decode("ascii") if len(blob) <= PICKLE_MAX_BYTES else None
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LoaderSpec:
+        """Rebuild a spec from its ``run.json`` record. **Runs code**: unpickling can import and
+        call anything, so use it only on a folder you trust (``load_model(trust_recipe=True)``).
+        """
+        if not data.get("pickle"):
+            raise ConfigError(
+                f"the recorded recipe {data.get('describe')} was too large to keep in run.json; "
+                "pass the model to load_model(model=...) instead."
+            )
         path = data.get("path")
         if path and path not in sys.path:
             sys.path.insert(0, path)
@@ -84,7 +114,72 @@ class LoaderSpec:
 def _qualified_name(fn: Any) -> str:
     if isinstance(fn, functools.partial):
         return f"partial({_qualified_name(fn.func)})"
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    if not hasattr(fn, "__qualname__"):  # a callable instance: its class, never its address
+        return f"{type(fn).__module__}.{type(fn).__qualname__} instance"
+    return f"{getattr(fn, '__module__', '?')}.{fn.__qualname__}"
+
+
+def _feed(digest: Any, obj: Any, seen: set[int]) -> None:
+    """Feed a canonical encoding of ``obj`` to ``digest`` (see :meth:`LoaderSpec.fingerprint`)."""
+    tag = type(obj).__qualname__
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        digest.update(f"{tag}:{obj!r};".encode())
+    elif isinstance(obj, (list, tuple, set, frozenset, dict)):
+        _feed_container(digest, obj, seen)
+    elif (arr := _as_array(obj)) is not None:
+        digest.update(f"{tag}:{arr.dtype.str}:{arr.shape}:".encode())
+        if arr.dtype == object:
+            _feed(digest, arr.tolist(), seen)
+        else:
+            digest.update(arr.tobytes())
+    elif isinstance(obj, functools.partial):
+        _feed(digest, ("partial", obj.func, obj.args, dict(obj.keywords)), seen)
+    elif isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
+        digest.update(f"ref:{getattr(obj, '__module__', '?')}.{obj.__qualname__};".encode())
+    elif id(obj) in seen:
+        digest.update(b"cycle;")
+    else:
+        seen.add(id(obj))
+        try:  # (callable, args, state, list items, dict items): the content without addresses
+            reduced = obj.__reduce_ex__(4)
+            parts: Any = [*reduced[1:3], *(None if it is None else list(it) for it in reduced[3:5])]
+        except Exception:  # an object that refuses to reduce: its pickle is all there is
+            parts = pickle.dumps(obj)
+        _feed(digest, (f"obj:{type(obj).__module__}.{tag}", parts), seen)
+
+
+def _as_array(obj: Any) -> np.ndarray | None:
+    """``obj`` as a contiguous numpy array when it is one (or a torch tensor), else ``None``."""
+    if isinstance(obj, np.ndarray):
+        return np.ascontiguousarray(obj)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return np.ascontiguousarray(obj.detach().cpu().numpy())
+    return None
+
+
+def _feed_container(digest: Any, obj: Any, seen: set[int]) -> None:
+    if isinstance(obj, dict):
+        items = sorted(((_digest_of(k, seen), v) for k, v in obj.items()), key=lambda item: item[0])
+        digest.update(f"dict:{len(items)}[".encode())
+        for kd, v in items:
+            digest.update(kd.encode())
+            _feed(digest, v, seen)
+    elif isinstance(obj, (set, frozenset)):
+        digest.update(f"set:{len(obj)}[".encode())
+        for d in sorted(_digest_of(v, seen) for v in obj):
+            digest.update(d.encode())
+    else:
+        digest.update(f"{type(obj).__qualname__}:{len(obj)}[".encode())
+        for v in obj:
+            _feed(digest, v, seen)
+    digest.update(b"]")
+
+
+def _digest_of(obj: Any, seen: set[int]) -> str:
+    d = hashlib.sha256()
+    _feed(d, obj, seen)
+    return d.hexdigest()
 
 
 def _main_module_name(main: Any) -> str | None:

@@ -39,6 +39,7 @@ from .lr_range import (
     smooth_curves,
 )
 from .noise_scale import pooled_noise_scale
+from .perf import AccuracyStyle
 from .schedule import choose_schedule
 from .schemas import (
     BS_NPZ,
@@ -78,7 +79,7 @@ def tune(
     settings: HyperparameterSettings,
     specs: Mapping[str, LoaderSpec],
     *,
-    accuracy_style: str,
+    accuracy_style: AccuracyStyle,
     facts: Mapping[str, Any],
     seed: int,
     device: str,
@@ -118,7 +119,7 @@ def tune(
 
 def _start(
     runner: TaskRunner, rf: RunFolder, settings: HyperparameterSettings, specs: Mapping[str, LoaderSpec],
-    accuracy_style: str, n_train: int, seed: int, device: str,
+    accuracy_style: AccuracyStyle, n_train: int, seed: int, device: str,
 ) -> TuneRun:
     """The held-out slice, the recipe every task shares, and ``misc.json`` started."""
     rf.hparams.mkdir(parents=True, exist_ok=True)

@@ -6,18 +6,24 @@ the argument, the value and the fix, not as a traceback from a worker minutes la
 """
 from __future__ import annotations
 
+import os
 import traceback
 from concurrent.futures import Executor
 from typing import Any
 
 import torch
+from torch.utils.data import TensorDataset
 
 from .data import as_tensor_data, gather
 from .exceptions import ConfigError, ConfigTypeError
+from .execution import resolve_cores
 from .loaders import LoaderSpec
 from .perf import ACCURACY_STYLES
 
-__all__ = ["probe_recipe", "check_choice", "check_int", "check_bool", "check_executor", "check_device"]
+__all__ = [
+    "probe_recipe", "check_choice", "check_int", "check_bool", "check_executor", "check_device", "check_cores",
+    "check_trials",
+]
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
@@ -42,6 +48,35 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigTypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__}).")
     return value
+
+
+def check_trials(value: Any, is_continuation: bool) -> int:
+    """``trials`` >= 1; 0 only with ``is_continuation=True`` (finish an interrupted run, add nothing)."""
+    if value == 0 and is_continuation and not isinstance(value, bool):
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+        raise ConfigError(
+            "trials must be >= 1, got 0 (trials=0 is for is_continuation=True only: finish an interrupted "
+            "run and add nothing)."
+        )
+    return check_int("trials", value, 1)  # type: ignore[return-value]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), or the machine's where that is unknown."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_cores(value: Any, executor: Executor | None) -> int:
+    """The number of workers: ``"all"`` or at most the usable CPUs (any value with an ``executor``)."""
+    n = resolve_cores(value)
+    if executor is None and n > usable_cpus():
+        raise ConfigError(
+            f"cores={value!r} is more than the {usable_cpus()} CPU(s) this process may use; each worker "
+            f"holds its own copy of the model and data, so extra ones only cost memory. Pass "
+            f'cores <= {usable_cpus()} or cores="all" (or an executor of your own).'
+        )
+    return n
 
 
 def check_executor(value: Any) -> Executor | None:
@@ -175,6 +210,7 @@ def probe_recipe(
             if not isinstance(out, torch.Tensor):
                 raise ConfigError(f"model_loader: the model must return a tensor, got {type(out).__name__}.")
             _check_style(accuracy_style, out, y)
+            _check_all_targets(accuracy_style, pair, out.shape[-1])
             try:
                 loss = loss_fn(out, y)
             except Exception as exc:
@@ -221,4 +257,27 @@ def _check_style(style: str, out: torch.Tensor, y: torch.Tensor) -> None:
         if tuple(y.shape) != tuple(out.shape):
             raise ConfigError(
                 f"accuracy_style='multiclass' needs multi-hot targets of the output's shape; got {shapes}."
+            )
+
+
+def _check_all_targets(style: str, pair: Any, n_out: int) -> None:
+    """Class targets of every item in range, where that is one vectorised check (a TensorDataset).
+
+    A lazy dataset is never iterated here: its first items are checked with the batch only.
+    """
+    if style != "classification":
+        return
+    for name, ds in zip(("training", "validation"), pair):
+        if not (isinstance(ds, TensorDataset) and len(ds.tensors) == 2):
+            continue
+        y = ds.tensors[1]
+        if y.ndim != 1 or y.is_floating_point() or y.dtype == torch.bool or y.numel() == 0:
+            continue
+        bad = (y < 0) | (y >= n_out)
+        if bool(bad.any()):
+            first = int(bad.nonzero()[0, 0])
+            raise ConfigError(
+                f"dataset_loader: {int(bad.sum())} item(s) of the {name} set have a target class outside the "
+                f"model's {n_out} outputs (first: item {first}, class {int(y[first])}). Targets must be in "
+                f"0..{n_out - 1}."
             )

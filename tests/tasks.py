@@ -163,6 +163,24 @@ def class_out_of_range():
     return TensorDataset(tr.tensors[0], tr.tensors[1] + 5), va
 
 
+def class_out_of_range_late():
+    """Every target in range but item 100's (a check of the first items misses it)."""
+    tr, va = blobs(n_train=128, n_classes=3)
+    y = tr.tensors[1].clone()
+    y[100] = 7
+    return TensorDataset(tr.tensors[0], y), va
+
+
+class TaggedBlobs:
+    """A callable instance (a dataset loader) holding a set: its repr and its set order vary by process."""
+
+    def __init__(self, tags: set[str]) -> None:
+        self.tags = set(tags)
+
+    def __call__(self):
+        return blobs()
+
+
 def nan_inputs():
     tr, va = blobs()
     x = tr.tensors[0].clone()

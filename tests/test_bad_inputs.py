@@ -66,6 +66,7 @@ CATALOGUE = [
     Case("dataset-items-not-pairs", "items are inputs only", {"dataset_loader": T("inputs_only")}, ConfigError, r"\(input, target\) pairs"),
     Case("targets-float-for-classes", "float class targets", {"dataset_loader": T("float_targets")}, ConfigError, "integer class-index targets"),
     Case("targets-class-out-of-range", "class index >= outputs", {"dataset_loader": T("class_out_of_range")}, ConfigError, "outside the model's 3 outputs"),
+    Case("targets-class-out-of-range-late", "class index >= outputs at item 100 only", {"dataset_loader": T("class_out_of_range_late")}, ConfigError, "1 item.* training set .*item 100, class 7"),
     Case("inputs-nan", "a NaN in the training inputs", {"dataset_loader": T("nan_inputs")}, ConfigError, "1 item.*non-finite inputs"),
     Case("targets-inf", "an inf regression target", {"dataset_loader": T("inf_targets"), "model_loader": T("linear"), "loss_loader": ("torch.nn", "MSELoss", (), {}), "accuracy_style": "inv-loss"}, ConfigError, "non-finite targets"),
     Case("output-one-column", "classifier with 1 output", {"model_loader": T("mlp", n_out=1)}, ConfigError, "n_classes >= 2"),
@@ -90,8 +91,10 @@ CATALOGUE = [
     Case("trials-str", "trials='3'", {"trials": "3"}, ConfigTypeError, "trials must be an int"),
     Case("trials-bool", "trials=True", {"trials": True}, ConfigTypeError, "trials must be an int"),
     Case("cores-zero", "cores=0", {"cores": 0}, ConfigError, "cores must be >= 1"),
+    Case("cores-too-many", "cores above the CPUs this process may use", {"cores": 10_000}, ConfigError, "cores=10000 is more than the"),
     Case("cores-str", "cores='many'", {"cores": "many"}, ConfigTypeError, "cores must be a positive int"),
     Case("cores-float", "cores=1.5", {"cores": 1.5}, ConfigTypeError, "cores must be a positive int"),
+    Case("trials-zero-fresh", "trials=0 continuing an empty folder", {"trials": 0, "is_continuation": True}, ConfigError, "trials=0 with is_continuation=True finishes a run"),
     Case("continuation-str", "is_continuation='yes'", {"is_continuation": "yes"}, ConfigTypeError, "is_continuation must be True or False"),
     Case("strict-int", "trials_strict=1", {"trials_strict": 1}, ConfigTypeError, "trials_strict must be True or False"),
     Case("executor-type", "executor is not an Executor", {"executor": object()}, ConfigTypeError, "executor must be a concurrent.futures.Executor"),
@@ -102,6 +105,8 @@ CATALOGUE = [
     Case("snapshots-zero", "snapshots_per_epoch=0", {"snapshots_per_epoch": 0}, ConfigError, "snapshots_per_epoch must be >= 1"),
     # folders
     Case("folder-type", "folder=123", {"folder": 123}, ConfigTypeError, "folder must be a path"),
+    Case("folder-root", "folder='/'", {"folder": "/"}, FolderError, "filesystem root"),
+    Case("folder-cwd", "folder='.' (the working directory)", {"folder": "."}, FolderError, "is the current working directory"),
     Case("folder-unwritable", "folder under /proc", {"folder": "/proc/ignite_seg_test/current"}, FolderError, "cannot be written"),
 ]
 if not __import__("torch").cuda.is_available():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import pickle
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ignite_seg
@@ -65,7 +67,7 @@ if __name__ == "__main__":
     res = ignite_seg.train(*loaders, ("torch.nn", "CrossEntropyLoss", (), {}), folder=sys.argv[2],
                            hyperparameters=hp, analysis="none", trials=2, cores=2, seed=0)
     print("STATUSES", [t.status for t in res.trials])
-    print("MODEL", type(ignite_seg.load_model(sys.argv[2], trial=1)).__name__)
+    print("MODEL", type(ignite_seg.load_model(sys.argv[2], trial=1, trust_recipe=True)).__name__)
 '''
 
 
@@ -122,3 +124,43 @@ def test_public_api_is_exported():
     for name in ("train", "analyze", "load_model", "FixedHyperparameters", "HyperparameterSettings",
                  "AnalysisSettings", "ConfigError", "IgniteSegError", "TrainResult"):
         assert name in ignite_seg.__all__ and hasattr(ignite_seg, name)
+
+
+FINGERPRINT = '''
+import json, sys
+sys.path[:0] = sys.argv[1:3]
+import numpy as np
+import tasks
+from ignite_seg.loaders import normalize_spec
+specs = [normalize_spec(("tasks", "mlp", (), {"tags": {"alpha", "beta", "gamma", "delta", "epsilon"}}), "m"),
+         normalize_spec(tasks.TaggedBlobs({"alpha", "beta", "gamma", "delta", "epsilon"}), "d")]
+print(json.dumps([s.fingerprint() for s in specs] + [specs[1].describe()]))
+'''
+
+
+def test_fingerprints_agree_across_processes_whatever_the_hash_seed():
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", FINGERPRINT, str(ROOT), str(ROOT / "tests")], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        outs.append(json.loads(out.stdout))
+    assert outs[0] == outs[1]
+    assert "0x" not in outs[0][2] and "TaggedBlobs instance" in outs[0][2]  # no address in the summary
+
+
+def test_fingerprint_sees_every_element_and_run_json_stays_small():
+    from ignite_seg.run_plan import _check_same_loader
+
+    a = np.zeros((5000, 10))
+    b = a.copy()
+    b[2500, 5] = 1.0
+    spec_a, spec_b = (LoaderSpec(module="tasks", attr="blobs", args=(x,)) for x in (a, b))
+    assert spec_a.describe() == spec_b.describe()  # repr elides the middle of the arrays
+    _check_same_loader("dataset", spec_a, spec_a.to_json())
+    with pytest.raises(ignite_seg.ConfigError, match="(?s)dataset_loader is .* other data"):
+        _check_same_loader("dataset", spec_b, spec_a.to_json())
+    big = LoaderSpec(module="tasks", attr="blobs", args=(np.zeros(2_600_000),))  # 20 MB
+    assert len(json.dumps(big.to_json())) < 2000
+    assert big.to_json()["fingerprint"] != spec_a.to_json()["fingerprint"]

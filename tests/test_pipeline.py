@@ -198,15 +198,15 @@ def test_dask_executor(run_kwargs):
 def test_any_executor_and_load_model_round_trip(run_kwargs):
     with ThreadPoolExecutor(1) as ex:  # one thread: reproducible trials (more are refused)
         res = ignite_seg.train(MLP, BLOBS, CE, executor=ex, **run_kwargs)
-    model = ignite_seg.load_model(run_kwargs["folder"], trial=1)
+    model = ignite_seg.load_model(run_kwargs["folder"], trial=1, trust_recipe=True)
     x, y = __import__("tasks").blobs()[1].tensors
     with torch.no_grad():
         acc = (model(x).argmax(1) == y).float().mean().item()
     assert acc == pytest.approx(res.trials[1].perf_val)
-    init = ignite_seg.load_model(run_kwargs["folder"], trial=1, initial=True)
+    init = ignite_seg.load_model(run_kwargs["folder"], trial=1, initial=True, trust_recipe=True)
     assert not torch.equal(init[0].weight, model[0].weight)
     with pytest.raises(ignite_seg.FolderError, match="trial 7"):
-        ignite_seg.load_model(run_kwargs["folder"], trial=7)
+        ignite_seg.load_model(run_kwargs["folder"], trial=7, trust_recipe=True)
 
 
 def test_ray_executor(run_kwargs):

@@ -1,0 +1,190 @@
+"""What one :func:`ignite_seg.train` call will do, decided before anything is written.
+
+:class:`RunConfig` carries the validated arguments; :func:`check_continuation` reads (never
+writes) the folder a continuation reuses and refuses a mismatch; :func:`run_record` builds
+``run.json``; :func:`plan_trials` decides which trial ids this call runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import logging
+import platform
+import sys
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import __version__
+from .analysis.settings import AnalysisSettings, resolve_analysis
+from .exceptions import ConfigError, FolderError
+from .fileio import read_json
+from .folder import RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
+from .hparams import FixedHyperparameters, HyperparameterSettings
+from .loaders import LoaderSpec
+from .perf import AccuracyStyle
+
+__all__ = ["RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials"]
+
+logger = logging.getLogger("ignite_seg")
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The validated arguments of one :func:`ignite_seg.train` call."""
+
+    folder: Path
+    history: Path
+    specs: Mapping[str, LoaderSpec]
+    hp_settings: HyperparameterSettings | FixedHyperparameters
+    analysis: AnalysisSettings
+    collect: AnalysisSettings
+    accuracy_style: AccuracyStyle
+    trials: int
+    trials_strict: bool
+    is_continuation: bool
+    cores: int
+    executor: Executor | None
+    device: str
+    seed: int | None
+    snapshots_per_epoch: int
+    trial_timeout: float | None = None
+
+
+def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
+    """The folder's ``run.json`` when ``cfg`` continues it, ``None`` for a fresh run.
+
+    Reads only: every mismatch is refused here, before the call writes anything.
+    """
+    rf = RunFolder(cfg.folder)
+    if not cfg.is_continuation:
+        check_replaceable(rf.path)  # only an ignite_seg run is ever moved to the history
+        return None
+    if not has_content(rf.path):
+        if cfg.trials == 0:
+            raise ConfigError(
+                f"trials=0 with is_continuation=True finishes a run, but {str(rf.path)!r} holds none. "
+                "Pass trials >= 1 to start one."
+            )
+        logger.info("is_continuation=True but %s is empty: starting a new run", rf.path)
+        return None
+    if not rf.is_run():
+        raise FolderError(
+            f"is_continuation=True but {str(rf.path)!r} is not an ignite_seg run folder (no "
+            "run.json). Use another folder, or an empty one."
+        )
+    previous = rf.read_run()
+    if previous.get("accuracy_style") != cfg.accuracy_style:
+        raise ConfigError(
+            f"is_continuation=True: the folder's run used accuracy_style="
+            f"{previous.get('accuracy_style')!r}, not {cfg.accuracy_style!r}. Pass the same value, or "
+            "start a new run with is_continuation=False."
+        )
+    for name, spec in cfg.specs.items():
+        _check_same_loader(name, spec, previous["loaders"].get(name, {}))
+    _check_same_recipe(rf, cfg.hp_settings)
+    return previous
+
+
+def _check_same_loader(name: str, spec: LoaderSpec, old: Mapping[str, Any]) -> None:
+    if "fingerprint" in old:  # folders of ignite_seg <= 0.1 recorded the describe() only
+        same = old["fingerprint"] == spec.fingerprint()
+    else:
+        same = old.get("describe") == spec.describe()
+    if not same:
+        raise ConfigError(
+            f"is_continuation=True: {name}_loader is {spec.describe(200)} but the folder's run used "
+            f"{old.get('describe')} (another recipe or other data). Continue with the same loaders, "
+            "or start a new run with is_continuation=False."
+        )
+
+
+def _check_same_recipe(rf: RunFolder, settings: HyperparameterSettings | FixedHyperparameters) -> None:
+    final = rf.hparams / "final.json"
+    if not (isinstance(settings, FixedHyperparameters) and final.is_file() and rf.trial_ids()):
+        return
+    existing = FixedHyperparameters.from_dict(read_json(final))
+    if existing != settings:
+        raise ConfigError(
+            f"is_continuation=True with hyperparameters={settings!r}, but the folder's trials used "
+            f"{existing!r}; trials of one run share one recipe. Start a new run instead."
+        )
+
+
+def settle(cfg: RunConfig, previous: Mapping[str, Any] | None) -> RunConfig:
+    """``cfg`` with the values a continuation keeps from the folder (seed, data collected)."""
+    if previous is None:
+        seed = cfg.seed if cfg.seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
+        return dataclasses.replace(cfg, seed=seed)
+    seed = int(previous["seed"])
+    if cfg.seed is not None and cfg.seed != seed:
+        logger.warning("is_continuation=True: keeping the folder's seed %d (seed=%d ignored)", seed, cfg.seed)
+    return dataclasses.replace(
+        cfg,
+        seed=seed,
+        collect=resolve_analysis(previous.get("allow_later_analysis_up_to", cfg.collect.name)),
+        snapshots_per_epoch=int(previous.get("snapshots_per_epoch", cfg.snapshots_per_epoch)),
+    )
+
+
+def _versions() -> dict[str, str]:
+    import ignite
+    import torch
+
+    return {
+        "ignite_seg": __version__, "torch": torch.__version__, "pytorch-ignite": ignite.__version__,
+        "numpy": np.__version__, "python": platform.python_version(),
+    }
+
+
+def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``run.json`` of this call, in state ``running`` (a continuation keeps the folder's plan)."""
+    info: dict[str, Any] = dict(previous or {})
+    info.update(
+        {
+            "format": 1,
+            "versions": _versions(),
+            "created": info.get("created") or _dt.datetime.now().isoformat(timespec="seconds"),
+            "loaders": {k: s.to_json() for k, s in cfg.specs.items()},
+            "accuracy_style": cfg.accuracy_style,
+            "hyperparameters": {
+                "kind": "fixed" if isinstance(cfg.hp_settings, FixedHyperparameters) else "tuned",
+                **cfg.hp_settings.to_dict(),
+            },
+            "analysis": cfg.analysis.name,
+            "allow_later_analysis_up_to": cfg.collect.name,
+            "seed": cfg.seed,
+            "device": cfg.device,
+            "snapshots_per_epoch": cfg.snapshots_per_epoch,
+            "argv": sys.argv,
+        }
+    )
+    if previous is not None and previous.get("state") == "complete":
+        info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
+    info["state"] = state("running")
+    return info
+
+
+def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | None, capacity: int) -> list[int]:
+    """The trial ids of this call, the finished ones included (they are skipped, not rerun).
+
+    An interrupted run (state not ``complete``) finishes its recorded plan and adds nothing; a
+    finished run gets ``trials`` more (rounded up to ``capacity`` unless ``trials_strict``).
+    Trials whose ``result.json`` is garbage are set aside and planned again (same seeds).
+    """
+    redo = rf.set_aside_corrupt_results()
+    if redo:
+        logger.warning("trial(s) %s had an unreadable result.json (kept as result.json.corrupt): rerunning them", redo)
+    unfinished = {t for t in rf.trial_ids() if rf.read_result(t) is None}
+    interrupted = previous is not None and previous.get("state") != "complete"
+    if interrupted and previous and previous.get("planned_trials"):
+        plan = [int(t) for t in previous["planned_trials"]]
+        logger.info("resuming an interrupted run: %d of %d planned trials left",
+                    sum(t in unfinished or not rf.trial(t).is_dir() for t in plan), len(plan))
+    else:
+        n = cfg.trials if cfg.trials_strict or cfg.trials == 0 else -(-cfg.trials // capacity) * capacity
+        start = max(rf.trial_ids(), default=-1) + 1
+        plan = list(range(start, start + n))
+    return sorted(set(plan) | unfinished)
