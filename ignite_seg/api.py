@@ -14,9 +14,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .analysis.settings import AnalysisSettings, resolve_analysis
+from .checks import check_bool, check_choice, check_device, check_int, check_trials
 from .collate import Collator
 from .exceptions import ConfigError, FolderError
-from .execution import TaskLost, TaskRunner, check_reproducible_executor, check_timeout, prestart
+from .execution import TaskLost, TaskRunner, prestart
 from .fileio import read_json, remove_stale_temporaries, write_json, write_npz
 from .folder import (
     FolderLock,
@@ -32,16 +33,8 @@ from .loaders import LoaderSpec, normalize_spec
 from .logs import ensure_logging
 from .perf import ACCURACY_STYLES
 from .run_plan import RunConfig, check_continuation, plan_trials, run_record, settle
-from .validation import (
-    check_bool,
-    check_choice,
-    check_cores,
-    check_device,
-    check_executor,
-    check_int,
-    check_trials,
-    probe_recipe,
-)
+from .runtime_checks import check_cores, check_executor, check_reproducible_executor, check_timeout
+from .validation import probe_recipe
 from .workers import second_interrupt_exits
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]

@@ -1,11 +1,14 @@
-"""Argument checks shared by the settings records and the entry points (no torch, no package imports)."""
+"""Argument checks shared by the settings records and the entry points: each names the argument,
+shows the value and says the fix."""
 from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from .exceptions import ConfigError, ConfigTypeError
 
-__all__ = ["check_int"]
+__all__ = ["check_int", "check_choice", "check_bool", "check_trials", "check_device"]
 
 
 def check_int(name: str, value: Any, minimum: int, optional: bool = False) -> int | None:
@@ -25,4 +28,46 @@ def check_int(name: str, value: Any, minimum: int, optional: bool = False) -> in
         raise ConfigTypeError(f"{name} must be an int, got {value!r} ({type(value).__name__}).")
     if value < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, got {value!r}.")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str):
+        raise ConfigTypeError(f"{name} must be one of {list(choices)}, got {value!r} ({type(value).__name__}).")
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} is not valid; use one of {list(choices)}.")
+    return value
+
+
+def check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigTypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__}).")
+    return value
+
+
+def check_trials(value: Any, is_continuation: bool) -> int:
+    """``trials`` >= 1; 0 only with ``is_continuation=True`` (finish an interrupted run, add nothing)."""
+    if value == 0 and is_continuation and not isinstance(value, bool):
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+        raise ConfigError(
+            "trials must be >= 1, got 0 (trials=0 is for is_continuation=True only: finish an interrupted "
+            "run and add nothing)."
+        )
+    return check_int("trials", value, 1)  # type: ignore[return-value]
+
+
+def check_device(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigTypeError(f'device must be "auto", "cpu", "cuda" or "cuda:N", got {value!r}.')
+    if value == "auto":
+        return value
+    try:
+        dev = torch.device(value)
+    except RuntimeError:
+        raise ConfigError(f'device={value!r} is not a device; use "auto", "cpu", "cuda" or "cuda:N".') from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f'device={value!r} but CUDA is not available here; use device="cpu" or "auto".')
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError(f'device={value!r}: only "cpu" and "cuda" devices are supported.')
     return value

@@ -18,22 +18,17 @@ by itself soon after the driver is gone, even when the driver was SIGKILLed.
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
-import os
 import signal
 import time
 import traceback
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Generic, Hashable, Iterable, Iterator, Sequence, TypeVar
 
-import psutil
-
-from .exceptions import ConfigError, ConfigTypeError
 from .workers import (
     LIVE_WORKERS,
     announce_and_call,
@@ -46,7 +41,7 @@ from .workers import (
 )
 
 __all__ = [
-    "resolve_cores", "check_timeout", "check_reproducible_executor", "TaskRunner", "TaskLost", "prestart",
+    "TaskRunner", "TaskLost", "prestart",
     "start_method",
 ]
 
@@ -61,49 +56,6 @@ STALL_WARNING_S = 60.0
 #: How often the runner wakes up while it waits (timeouts, stall warnings).
 POLL_S = 1.0
 
-
-
-def resolve_cores(cores: Any) -> int:
-    """``"all"`` = physical cores this process may use; else a positive int."""
-    if cores == "all":
-        allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        physical = psutil.cpu_count(logical=False) or allowed
-        logical = psutil.cpu_count(logical=True) or allowed
-        # CPU affinity counts logical CPUs; scale it down by the hyper-threading factor.
-        return max(1, min(allowed * physical // max(logical, 1) or 1, physical))
-    if isinstance(cores, bool) or not isinstance(cores, int):
-        raise ConfigTypeError(f'cores must be a positive int or "all", got {cores!r} ({type(cores).__name__}).')
-    if cores < 1:
-        raise ConfigError(f'cores must be >= 1, got {cores!r}; use cores=1 to run serially or cores="all".')
-    return cores
-
-
-def check_timeout(name: str, value: Any) -> float | None:
-    """``None`` or a positive, finite number of seconds."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigTypeError(
-            f"{name} must be a number of seconds or None, got {value!r} ({type(value).__name__})."
-        )
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}; use None for no limit.")
-    return float(value)
-
-
-def check_reproducible_executor(executor: Executor | None) -> None:
-    """Refuse a ``ThreadPoolExecutor`` of several threads: its trials are not reproducible.
-
-    Threads of one process share torch's global random number generator, so two trials running
-    at once draw from one stream in an order that changes from run to run.
-    """
-    if isinstance(executor, ThreadPoolExecutor) and getattr(executor, "_max_workers", 2) != 1:
-        raise ConfigError(
-            f"executor={executor!r} runs trials in threads of this process; threads share torch's "
-            "global random number generator, so concurrent trials are not reproducible, even with "
-            "seed=. Pass executor=None (a local process pool, the default), a ProcessPoolExecutor, or a "
-            "cluster executor (Dask, Ray); a ThreadPoolExecutor(max_workers=1) is accepted (one trial at a time)."
-        )
 
 
 @dataclass

@@ -6,104 +6,19 @@ the argument, the value and the fix, not as a traceback from a worker minutes la
 """
 from __future__ import annotations
 
-import os
 import traceback
-from concurrent.futures import Executor
 from typing import Any
 
 import torch
 from torch.utils.data import TensorDataset
 
+from .checks import check_choice
 from .data import as_tensor_data, gather
-from .exceptions import ConfigError, ConfigTypeError
-from .execution import resolve_cores
+from .exceptions import ConfigError
 from .loaders import LoaderSpec
 from .perf import ACCURACY_STYLES
 
-__all__ = [
-    "probe_recipe", "check_choice", "check_int", "check_bool", "check_executor", "check_device", "check_cores",
-    "check_trials",
-]
-
-
-def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str):
-        raise ConfigTypeError(f"{name} must be one of {list(choices)}, got {value!r} ({type(value).__name__}).")
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r} is not valid; use one of {list(choices)}.")
-    return value
-
-
-def check_int(name: str, value: Any, minimum: int, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigTypeError(f"{name} must be an int, got {value!r} ({type(value).__name__}).")
-    if value < minimum:
-        raise ConfigError(f"{name} must be >= {minimum}, got {value!r}.")
-    return value
-
-
-def check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigTypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__}).")
-    return value
-
-
-def check_trials(value: Any, is_continuation: bool) -> int:
-    """``trials`` >= 1; 0 only with ``is_continuation=True`` (finish an interrupted run, add nothing)."""
-    if value == 0 and is_continuation and not isinstance(value, bool):
-        return 0
-    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
-        raise ConfigError(
-            "trials must be >= 1, got 0 (trials=0 is for is_continuation=True only: finish an interrupted "
-            "run and add nothing)."
-        )
-    return check_int("trials", value, 1)  # type: ignore[return-value]
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity), or the machine's where that is unknown."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def check_cores(value: Any, executor: Executor | None) -> int:
-    """The number of workers: ``"all"`` or at most the usable CPUs (any value with an ``executor``)."""
-    n = resolve_cores(value)
-    if executor is None and n > usable_cpus():
-        raise ConfigError(
-            f"cores={value!r} is more than the {usable_cpus()} CPU(s) this process may use; each worker "
-            f"holds its own copy of the model and data, so extra ones only cost memory. Pass "
-            f'cores <= {usable_cpus()} or cores="all" (or an executor of your own).'
-        )
-    return n
-
-
-def check_executor(value: Any) -> Executor | None:
-    if value is None or isinstance(value, Executor):
-        return value
-    if callable(getattr(value, "submit", None)):  # duck-typed executors (Ray adapters...)
-        return value  # type: ignore[no-any-return]
-    raise ConfigTypeError(
-        f"executor must be a concurrent.futures.Executor (e.g. distributed.Client(...).get_executor()) "
-        f"or None, got {value!r} ({type(value).__name__})."
-    )
-
-
-def check_device(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigTypeError(f'device must be "auto", "cpu", "cuda" or "cuda:N", got {value!r}.')
-    if value == "auto":
-        return value
-    try:
-        dev = torch.device(value)
-    except RuntimeError:
-        raise ConfigError(f'device={value!r} is not a device; use "auto", "cpu", "cuda" or "cuda:N".') from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f'device={value!r} but CUDA is not available here; use device="cpu" or "auto".')
-    if dev.type not in ("cpu", "cuda"):
-        raise ConfigError(f'device={value!r}: only "cpu" and "cuda" devices are supported.')
-    return value
+__all__ = ["probe_recipe"]
 
 
 def _call(spec: LoaderSpec, argname: str) -> Any:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import ignite_seg
-from ignite_seg.execution import resolve_cores
 from ignite_seg.loaders import LoaderSpec, normalize_spec
+from ignite_seg.runtime_checks import resolve_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 

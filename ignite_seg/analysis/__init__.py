@@ -50,8 +50,8 @@ def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings 
     Example:
         >>> ignite_seg.analyze("out/current", analysis="video-draft", cores=2)  # doctest: +SKIP
     """
-    from ..execution import resolve_cores
     from ..folder import FolderLock, RunFolder
+    from ..runtime_checks import resolve_cores
 
     settings = resolve_analysis(analysis)
     n_cores = resolve_cores(cores)
