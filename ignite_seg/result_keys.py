@@ -97,6 +97,12 @@ class ResultKeys:
             return "train"
         return self.val_names[0] if split == "val" else split[len("val_"):]
 
+    def label(self, split: str) -> str:
+        """How figures and the summary name a split: ``train``, ``val`` (``val (<name>)`` when the primary
+        set has its own name) or the other set's name."""
+        name = self.set_name(split)
+        return f"val ({name})" if split == "val" and name != "val" else name
+
     def mode(self, metric: str) -> Mode:
         return dict(self.metric_modes).get(metric, "max")
 

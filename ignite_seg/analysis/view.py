@@ -12,15 +12,26 @@ from typing import Any
 import numpy as np
 
 from ..folder import RunFolder
+from ..result_keys import ResultKeys
 from .batch import BatchInfo, batch_info
-from .curves import FinalInfo, FinalPairsInfo, ThroughTimeInfo, final_info, final_pairs_info, throughtime_info
+from .curves import (
+    FinalInfo,
+    FinalPairsInfo,
+    FinalPanelsInfo,
+    ThroughTimeInfo,
+    final_info,
+    final_pairs_info,
+    final_panels_info,
+    throughtime_info,
+)
 from .hidden import PCAInfo, pca_info
 from .load import hidden_path, read_json_or_none, read_npz, trial_records
 from .lr import LRSweepInfo, ScheduleInfo, lr_sweep_info, schedule_info
+from .metrics import MetricsInfo, metrics_info
 from .text import SummaryInfo, summary_info
 
-__all__ = ["run_of", "lr_of", "batch_of", "schedule_of", "throughtime_of", "final_of", "final_pairs_of",
-           "pca_of", "summary_of", "counts_of", "hidden_trial_of"]
+__all__ = ["run_of", "keys_of", "lr_of", "batch_of", "schedule_of", "throughtime_of", "metrics_of", "final_of",
+           "final_panels_of", "final_pairs_of", "pca_of", "summary_of", "counts_of", "hidden_trial_of"]
 
 
 def _rf(folder: str) -> RunFolder:
@@ -41,6 +52,11 @@ def run_of(folder: str) -> dict[str, Any]:
 @functools.lru_cache(maxsize=8)
 def _run_cached(folder: str, _stamp: int) -> dict[str, Any]:
     return _rf(folder).read_run()
+
+
+def keys_of(folder: str) -> ResultKeys:
+    """The run's validation sets and custom metrics (``run.json``; an older folder: ``val`` alone)."""
+    return ResultKeys.from_record(run_of(folder))
 
 
 def _npz(path: str) -> dict[str, np.ndarray] | None:
@@ -78,7 +94,12 @@ def throughtime_of(folder: str) -> ThroughTimeInfo | None:
     tt = _npz(str(_rf(folder).throughtimes))
     if tt is None:
         return None
-    return throughtime_info(tt, str(run_of(folder).get("accuracy_style", "classification")))
+    return throughtime_info(tt, str(run_of(folder).get("accuracy_style", "classification")), keys_of(folder))
+
+
+def metrics_of(folder: str) -> MetricsInfo | None:
+    tt = _npz(str(_rf(folder).throughtimes))
+    return metrics_info(tt, keys_of(folder)) if tt is not None else None
 
 
 def counts_of(folder: str) -> dict[str, int]:
@@ -97,6 +118,17 @@ def final_of(folder: str) -> FinalInfo | None:
     label = "final val " + PERF_LABELS.get(str(run_of(folder).get("accuracy_style")), "perf")
     c = counts_of(folder)
     return final_info(results, "final_perf_val", label, c.get("failed", 0), c.get("diverged", 0))
+
+
+def final_panels_of(folder: str) -> FinalPanelsInfo | None:
+    results = _npz(str(_rf(folder).results))
+    if results is None:
+        return None
+    from ._mpl import PERF_LABELS
+
+    c = counts_of(folder)
+    return final_panels_info(results, keys_of(folder), PERF_LABELS.get(str(run_of(folder).get("accuracy_style")), "perf"),
+                             c.get("failed", 0), c.get("diverged", 0))
 
 
 def final_pairs_of(folder: str) -> FinalPairsInfo | None:
