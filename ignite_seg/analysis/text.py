@@ -10,7 +10,7 @@ from ..result_keys import ResultKeys
 from ._mpl import PERF_LABELS, fmt
 from .stats import Mode, Stats, describe
 
-__all__ = ["SummaryInfo", "Problem", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
+__all__ = ["SummaryInfo", "Problem", "TunerFiles", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
 
 #: Final metrics of a plain run: results.npz key, label, direction of "best".
 METRICS: tuple[tuple[str, str, Mode], ...] = (
@@ -161,20 +161,27 @@ def _reason(rec: Mapping[str, Any]) -> str:
     return text.splitlines()[-1][:500] if text else "no error recorded"
 
 
+class TunerFiles(NamedTuple):
+    """The tuner's evidence in ``hparams/`` (each ``None`` when absent)."""
+
+    misc: Any = None
+    lr: Mapping[str, Any] | None = None
+    bs: Mapping[str, Any] | None = None
+    bs_sampled: Mapping[str, Any] | None = None
+
+
 def summary_info(
     run: Mapping[str, Any],
     final_hp: Mapping[str, Any] | None,
     results: Mapping[str, np.ndarray] | None,
     records: Sequence[Mapping[str, Any]],
-    misc: Any = None,
-    lr: Mapping[str, Any] | None = None,
-    bs: Mapping[str, Any] | None = None,
-    bs_sampled: Mapping[str, Any] | None = None,
+    tuner: TunerFiles = TunerFiles(),
     title: str = "run",
 ) -> SummaryInfo:
     """Everything the summary says, from the folder's records (pure)."""
     hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
     hp = dict(final_hp or {})
+    misc, lr, bs, bs_sampled = tuner
     lr_ev, bs_ev = _lr_evidence(lr, hp_kind, misc), _bs_evidence(bs, bs_sampled, hp_kind, misc)
     evidence = {"lr_start": lr_ev, "lr_end": lr_ev, "batch_size": bs_ev}
     sched = ("given by the user (FixedHyperparameters)",) if hp_kind == "fixed" else (

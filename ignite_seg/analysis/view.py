@@ -28,7 +28,7 @@ from .hidden import PCAInfo, pca_info
 from .load import hidden_path, read_json_or_none, read_npz, trial_records
 from .lr import LRSweepInfo, ScheduleInfo, lr_sweep_info, schedule_info
 from .metrics import MetricsInfo, metrics_info
-from .text import SummaryInfo, summary_info
+from .text import SummaryInfo, TunerFiles, summary_info
 
 __all__ = ["run_of", "keys_of", "lr_of", "batch_of", "schedule_of", "throughtime_of", "metrics_of", "final_of",
            "final_panels_of", "final_pairs_of", "pca_of", "summary_of", "counts_of", "hidden_trial_of"]
@@ -161,6 +161,6 @@ def summary_of(folder: str) -> SummaryInfo:
     rf = _rf(folder)
     return summary_info(
         run_of(folder), _hp(folder, "final.json"), _npz(str(rf.results)), trial_records(rf),
-        misc=_hp(folder, "misc.json"), lr=_hp(folder, "lr_vs_perf.npz"), bs=_hp(folder, "bs_vs_perf.npz"),
-        bs_sampled=_hp(folder, "bs_sampled.npz"), title=run_title(rf.path),
+        TunerFiles(_hp(folder, "misc.json"), _hp(folder, "lr_vs_perf.npz"), _hp(folder, "bs_vs_perf.npz"),
+                   _hp(folder, "bs_sampled.npz")), title=run_title(rf.path),
     )
