@@ -2,7 +2,8 @@
 
 :class:`Collator` appends one trial at a time (O(1) per trial, no re-reading of earlier trials)
 and :func:`Collator.arrays` stacks them once; the arrays contain completed trials only, with
-their ``trial_ids``.
+their ``trial_ids``. Every key of the scheme of :mod:`.result_keys` that the first trial has is
+collated (named validation sets, custom metrics); every later trial must have the same keys.
 """
 from __future__ import annotations
 
@@ -11,12 +12,19 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .result_keys import curve_keys, final_keys, is_curve_key, is_final_key
 from .smoothing import moving_average
 
 __all__ = ["Collator", "FINAL_KEYS", "CURVE_KEYS"]
 
-FINAL_KEYS = ("loss_train", "loss_val", "perf_train", "perf_val")
-CURVE_KEYS = ("losses_train", "losses_val", "perfs_train", "perfs_val")
+#: The keys of a plain run (one validation set, no custom metric); they always come first.
+FINAL_KEYS = final_keys()
+CURVE_KEYS = curve_keys()
+
+
+def _ordered(keys: set[str], plain: tuple[str, ...]) -> tuple[str, ...]:
+    """The plain keys first, then the others sorted (so every run orders its keys alike)."""
+    return plain + tuple(sorted(keys - set(plain)))
 
 
 class Collator:
@@ -30,6 +38,7 @@ class Collator:
         self._seconds: list[float] = []
         self._curves: dict[str, list[np.ndarray]] = {k: [] for k in CURVE_KEYS}
         self._epochs: np.ndarray | None = None
+        self._keyed = False  # whether the key set was taken from a first trial
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -45,20 +54,38 @@ class Collator:
                 f"({epochs.shape[0]} vs {self._epochs.shape[0]} snapshots); trials of one run "
                 "must share the same hyperparameters"
             )
+        self._check_keys(trial_id, result, throughtime)
         self._ids.append(int(trial_id))
-        for k in FINAL_KEYS:
-            self._final[k].append(float(result[k]))
+        for k, values in self._final.items():
+            values.append(float(result[k]))
         self._seconds.append(float(result.get("seconds", np.nan)))
-        for k in CURVE_KEYS:
-            self._curves[k].append(np.asarray(throughtime[k], dtype=np.float64))
+        for k, curves in self._curves.items():
+            curves.append(np.asarray(throughtime[k], dtype=np.float64))
+
+    def _check_keys(self, trial_id: int, result: Mapping[str, Any], throughtime: Mapping[str, np.ndarray]) -> None:
+        """The first trial fixes the keys (the plain ones and every other key of the scheme it has);
+        a trial with other keys is refused before anything of it is added."""
+        if not self._keyed:
+            self._final = {k: [] for k in _ordered({k for k in result if is_final_key(k)}, FINAL_KEYS)}
+            self._curves = {k: [] for k in _ordered({k for k in throughtime if is_curve_key(k)}, CURVE_KEYS)}
+            self._keyed = True
+        for what, present, want, matches in (("final values (result.json)", result, self._final, is_final_key),
+                                              ("curves (throughtime.npz)", throughtime, self._curves, is_curve_key)):
+            have = {k for k in present if matches(k)}
+            extra, missing = sorted(have - set(want)), sorted(set(want) - have)
+            if extra or missing:
+                raise ValueError(
+                    f"trial {trial_id}'s {what} differ from the run's: extra {extra}, missing {missing}; "
+                    "every trial of a run must record the same validation sets and metrics"
+                )
 
     def arrays(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """``(results, throughtimes)`` dicts ready for ``np.savez``, trials in id order."""
         order = np.argsort(np.asarray(self._ids, dtype=np.int64), kind="stable")
         ids = np.asarray(self._ids, dtype=np.int64)[order]
         results: dict[str, np.ndarray] = {"trial_ids": ids}
-        for k in FINAL_KEYS:
-            results[f"final_{k}"] = np.asarray(self._final[k], dtype=np.float64)[order]
+        for k, values in self._final.items():
+            results[f"final_{k}"] = np.asarray(values, dtype=np.float64)[order]
         results["seconds"] = np.asarray(self._seconds, dtype=np.float64)[order]
         epochs = self._epochs if self._epochs is not None else np.zeros(0)
         tt: dict[str, np.ndarray] = {
@@ -66,10 +93,8 @@ class Collator:
             "trial_ids": ids,
             "epochs": epochs,
         }
-        for k in CURVE_KEYS:
-            stacked = (
-                np.stack(self._curves[k])[order] if self._curves[k] else np.zeros((0, epochs.shape[0]))
-            )
+        for k, curves in self._curves.items():
+            stacked = np.stack(curves)[order] if curves else np.zeros((0, epochs.shape[0]))
             tt[k] = stacked
             tt[f"{k}_smoothed"] = moving_average(stacked, self.smooth_window, axis=1)
         return results, tt

@@ -16,9 +16,16 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "png_bytes", "draw_band", "draw_trials", "COLORS", "PERF_LABELS", "fmt"]
+__all__ = ["new_figure", "png_bytes", "draw_band", "draw_trials", "COLORS", "PERF_LABELS", "fmt", "set_color"]
 
 COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "range": "#2ca02c", "diverged": "#d62728", "chosen": "#9467bd"}
+#: Colours of the validation sets after the primary one (none of :data:`COLORS`).
+SET_COLORS = ("#17becf", "#8c564b", "#e377c2", "#bcbd22", "#7f7f7f")
+
+
+def set_color(k: int) -> str:
+    """The colour of the ``k``-th validation set after the primary one."""
+    return SET_COLORS[k % len(SET_COLORS)]
 
 PERF_LABELS = {
     "classification": "accuracy",

@@ -1,11 +1,13 @@
 """The final trials: loss and perf through time, and the distribution of the final metrics."""
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 import numpy as np
 
-from ._mpl import COLORS, PERF_LABELS, draw_band, draw_trials, fmt, new_figure
+from ..result_keys import ResultKeys
+from ._mpl import COLORS, PERF_LABELS, draw_band, draw_trials, fmt, new_figure, set_color
 from .stats import Band, Mode, Stats, describe, mean_band
 
 if TYPE_CHECKING:
@@ -13,8 +15,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
-    "CurveSet", "ThroughTimeInfo", "throughtime_info", "plot_throughtime", "draw_throughtime_panel",
+    "CurveSet", "SetCurves", "ThroughTimeInfo", "throughtime_info", "plot_throughtime", "draw_throughtime_panel",
     "FinalInfo", "final_info", "plot_final_distribution", "draw_final_distribution",
+    "FinalPanelsInfo", "final_panels_info", "plot_final_panels",
     "FinalPairsInfo", "final_pairs_info", "plot_final_pairs",
 ]
 
@@ -22,6 +25,14 @@ __all__ = [
 class CurveSet(NamedTuple):
     trials: np.ndarray
     band: Band
+
+
+class SetCurves(NamedTuple):
+    """Loss and perf through time on one more validation set, under its name."""
+
+    name: str
+    loss: CurveSet
+    perf: CurveSet
 
 
 class ThroughTimeInfo(NamedTuple):
@@ -32,21 +43,34 @@ class ThroughTimeInfo(NamedTuple):
     perf_train: CurveSet
     perf_val: CurveSet
     perf_label: str
+    #: The primary validation set's label (``val``, or ``val (<name>)``), and every other validation set.
+    val_label: str = "val"
+    more_val: tuple[SetCurves, ...] = ()
 
 
-def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classification") -> ThroughTimeInfo | None:
-    """Curves of every completed trial with their mean ± 95% band; ``None`` without completed trials."""
+def curve_set(tt: Mapping[str, np.ndarray], key: str) -> CurveSet:
+    """The ``(T, S)`` curves of ``key`` and their mean ± 95% band."""
+    ids, epochs = np.asarray(tt["trial_ids"]), np.asarray(tt["epochs"])
+    y = np.asarray(tt[key], dtype=np.float64).reshape(ids.size, epochs.size)
+    return CurveSet(y, mean_band(y))
+
+
+def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classification",
+                     keys: ResultKeys | None = None) -> ThroughTimeInfo | None:
+    """Curves of every completed trial with their mean ± 95% band; ``None`` without completed trials.
+
+    ``keys``: the run's validation sets (default: one, ``val``); those without curves are left out.
+    """
     epochs = np.asarray(tt.get("epochs", np.zeros(0)), dtype=np.float64)
     ids = np.asarray(tt.get("trial_ids", np.zeros(0)), dtype=np.int64)
     if epochs.size == 0 or ids.size == 0:
         return None
-
-    def cs(key: str) -> CurveSet:
-        y = np.asarray(tt[key], dtype=np.float64).reshape(ids.size, epochs.size)
-        return CurveSet(y, mean_band(y))
-
+    keys = keys or ResultKeys()
+    more = tuple(SetCurves(keys.label(s), curve_set(tt, f"losses_{s}"), curve_set(tt, f"perfs_{s}"))
+                 for s in keys.val_splits[1:] if f"losses_{s}" in tt and f"perfs_{s}" in tt)
+    cs = functools.partial(curve_set, tt)
     return ThroughTimeInfo(epochs, ids, cs("losses_train"), cs("losses_val"), cs("perfs_train"), cs("perfs_val"),
-                           PERF_LABELS.get(accuracy_style, "perf"))
+                           PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more)
 
 
 def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: int | None = None) -> None:
@@ -54,15 +78,20 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
     x = info.epochs[:upto]
     n = info.trial_ids.size
     pair = (info.loss_train, info.loss_val) if which == "loss" else (info.perf_train, info.perf_val)
-    for split, cset in zip(("train", "val"), pair):
-        draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{split}: each trial (N={n})")
+    for split, name, cset in zip(("train", "val"), ("train", info.val_label), pair):
+        draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{name}: each trial (N={n})")
         # below 3 trials the t-interval of the mean (t = 12.7 for N = 2) hides the data: show min-max
-        draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), COLORS[split], split, "trials",
+        draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), COLORS[split], name, "trials",
                   curves=cset.trials[:, :upto] if n < 3 else None)
+    for k, more in enumerate(info.more_val):  # the other validation sets: mean and band only
+        cset = more.loss if which == "loss" else more.perf
+        draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), set_color(k), more.name, "trials",
+                  curves=cset.trials[:, :upto] if n < 3 else None, ls="--")
+    shown = (*pair, *((m.loss if which == "loss" else m.perf) for m in info.more_val))
     ax.set_xlim(info.epochs[0], info.epochs[-1])
     ax.set_xlabel("epoch")
     if which == "loss":
-        every = np.concatenate([c.trials.ravel() for c in pair])
+        every = np.concatenate([c.trials.ravel() for c in shown])
         every = every[np.isfinite(every)]
         if every.size and every.min() > 0 and every.max() / every.min() > 20:
             ax.set_yscale("log")
@@ -74,7 +103,7 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
             ax.set_ylim(*((lo / 1.3, hi * 1.3) if ax.get_yscale() == "log" else (lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))))
     else:
         ax.set_ylabel(info.perf_label)
-        every = np.concatenate([c.trials.ravel() for c in pair])
+        every = np.concatenate([c.trials.ravel() for c in shown])
         every = every[np.isfinite(every)]
         if every.size:
             lo, hi = float(every.min()), float(every.max())
@@ -104,14 +133,37 @@ class FinalInfo(NamedTuple):
 
 
 def final_info(results: Mapping[str, np.ndarray], key: str = "final_perf_val", label: str = "final val perf",
-               n_failed: int = 0, n_diverged: int = 0) -> FinalInfo | None:
-    """One final metric of the completed trials and its statistics (``mode`` from the name)."""
+               n_failed: int = 0, n_diverged: int = 0, mode: Mode | None = None) -> FinalInfo | None:
+    """One final metric of the completed trials and its statistics (``mode`` by default from the name)."""
     ids = np.asarray(results.get("trial_ids", np.zeros(0)), dtype=np.int64)
     if ids.size == 0:
         return None
     values = np.asarray(results[key], dtype=np.float64)
-    mode: Mode = "min" if "loss" in key else "max"
+    mode = mode or ("min" if "loss" in key else "max")
     return FinalInfo(ids, values, describe(values, ids, mode), label, int(n_failed), int(n_diverged))
+
+
+class FinalPanelsInfo(NamedTuple):
+    """The final perf on every validation set, then every custom metric on every validation set."""
+
+    panels: tuple[FinalInfo, ...]
+
+
+def final_panels_info(results: Mapping[str, np.ndarray], keys: ResultKeys, perf_label: str = "perf",
+                      n_failed: int = 0, n_diverged: int = 0) -> FinalPanelsInfo | None:
+    """One panel per validation set (perf) and per custom metric and validation set; ``None`` without trials.
+
+    A plain run's one panel is labelled ``final val <perf>`` as before; keys absent from ``results``
+    are left out.
+    """
+    wanted: list[tuple[str, str, Mode]] = [(f"final_perf_{split}", f"final {keys.label(split)} {perf_label}", "max") for split in keys.val_splits]
+    for m in keys.metric_names:
+        wanted += [(f"final_metric_{m}_{split}", f"final {m} on {keys.label(split)}", keys.mode(m))
+                   for split in keys.val_splits]
+    panels = [final_info(results, key, label, n_failed, n_diverged, mode) for key, label, mode in wanted
+              if key in results]
+    shown = tuple(p for p in panels if p is not None)
+    return FinalPanelsInfo(shown) if shown else None
 
 
 def _jitter(n: int) -> np.ndarray:
@@ -169,6 +221,24 @@ def plot_final_distribution(info: FinalInfo, dpi: float = 110) -> Figure:
         extra.append(f"{info.n_diverged} diverged")
     note = f"; not shown: {', '.join(extra)}" if extra else ""
     ax.set_title(f"{info.label.capitalize()} across {info.stats.n} completed trials{note}")
+    return fig
+
+
+def plot_final_panels(info: FinalPanelsInfo, dpi: float = 110) -> Figure:
+    """Distribution of each final metric across trials, one row each (one row: as
+    :func:`plot_final_distribution`)."""
+    if len(info.panels) == 1:
+        return plot_final_distribution(info.panels[0], dpi)
+    fig = new_figure(8, 0.4 + 2.6 * len(info.panels), dpi)
+    for ax, panel in zip(fig.subplots(len(info.panels), 1, squeeze=False)[:, 0], info.panels):
+        draw_final_distribution(ax, panel)
+        ax.legend(fontsize=7, loc="upper left", framealpha=0.9, ncols=2)
+        ax.set_title(f"{panel.label.capitalize()} (best: {'highest' if panel.stats.mode == 'max' else 'lowest'})",
+                     fontsize=10)
+    first = info.panels[0]
+    extra = [f"{n} {what}" for n, what in ((first.n_failed, "failed"), (first.n_diverged, "diverged")) if n]
+    note = f"; not shown: {', '.join(extra)}" if extra else ""
+    fig.suptitle(f"Final metrics across {first.stats.n} completed trials, on every validation set{note}")
     return fig
 
 

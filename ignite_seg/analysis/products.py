@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 
 from ..fileio import to_jsonable
 from ..folder import RunFolder
-from . import batch, curves, hidden, lr, view
+from ..result_keys import ResultKeys
+from . import batch, curves, hidden, lr, metrics, view
 from ._mpl import png_bytes
-from .load import HPARAM_FILES, hidden_path
+from .load import HPARAM_FILES, hidden_path, read_json_or_none
 from .settings import AnalysisSettings
 from .text import render_markdown, summary_json
 
@@ -127,6 +128,11 @@ def _has_results(rf: RunFolder) -> bool:
 
 def _has_throughtimes(rf: RunFolder) -> bool:
     return _npz_nonempty(rf.throughtimes, "trial_ids")
+
+
+def _has_custom_metrics(rf: RunFolder) -> bool:
+    """The run recorded custom metrics (``metric_names`` in ``run.json``) and has collated trials."""
+    return bool(ResultKeys.from_record(read_json_or_none(rf.run_json)).metric_names) and _has_throughtimes(rf)
 
 
 def _has_lr_sweep(rf: RunFolder) -> bool:
@@ -235,15 +241,22 @@ PRODUCTS: tuple[Product, ...] = (
     Product("throughtime_png", "images_min", ("throughtime.png",), _throughtimes, _has_throughtimes, 0.8, _png_key,
             _png("throughtime.png", view.throughtime_of, curves.plot_throughtime),
             report=(Entry("throughtime.png", "image", "Training through time", "Loss and perf on fixed train/val "
-                          "subsets: each trial (thin) and the mean ± 95% CI across trials."),)),
+                          "subsets: each trial (thin) and the mean ± 95% CI across trials; every other named "
+                          "validation set (dashed): its mean ± 95% CI."),)),
     Product("throughtime_anim", "animations", ("throughtime.mp4", "throughtime.gif"), _throughtimes,
             _has_throughtimes, 6.0, _anim_key, _animation("throughtime"),
             report=(Entry("throughtime.gif", "gif", "Training through time, drawn progressively",
                           also="throughtime.mp4"),)),
+    Product("metrics_png", "images", ("metrics.png",), _throughtimes, _has_custom_metrics, 0.8, _png_key,
+            _png("metrics.png", view.metrics_of, metrics.plot_metrics),
+            report=(Entry("metrics.png", "image", "Custom metrics through time", "Each custom metric on the fixed "
+                          "train subset and on every validation set: each trial (thin) and the mean ± 95% CI "
+                          "across trials; the title says which direction is better."),)),
     Product("final_perf_png", "images_min", ("final_perf.png",), _results, _has_results, 0.4, _png_key,
-            _png("final_perf.png", view.final_of, curves.plot_final_distribution),
+            _png("final_perf.png", view.final_panels_of, curves.plot_final_panels),
             report=(Entry("final_perf.png", "image", "Final validation perf across trials",
-                          "One dot per completed trial, the mean and its 95% confidence interval."),)),
+                          "One dot per completed trial, the mean and its 95% confidence interval; one row per "
+                          "validation set, then per custom metric and validation set, when the run has them."),)),
     Product("final_pairs_png", "images", ("final_train_vs_val.png",), _results, _has_results, 0.4, _png_key,
             _png("final_train_vs_val.png", view.final_pairs_of, curves.plot_final_pairs),
             report=(Entry("final_train_vs_val.png", "image", "Generalisation gap",

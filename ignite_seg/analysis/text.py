@@ -6,6 +6,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from ..result_keys import ResultKeys
 from ..schemas import (
     BS_NPZ,
     LR_NPZ,
@@ -21,15 +22,28 @@ from ..schemas import (
 from ._mpl import PERF_LABELS, fmt
 from .stats import Mode, Stats, describe
 
-__all__ = ["SummaryInfo", "Problem", "summary_info", "render_markdown", "summary_json", "METRICS"]
+__all__ = ["SummaryInfo", "Problem", "TunerFiles", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
 
-#: Final metrics: results.npz key, label, direction of "best".
+#: Final metrics of a plain run: results.npz key, label, direction of "best".
 METRICS: tuple[tuple[str, str, Mode], ...] = (
     ("final_loss_train", "train loss", "min"),
     ("final_loss_val", "val loss", "min"),
     ("final_perf_train", "train perf", "max"),
     ("final_perf_val", "val perf", "max"),
 )
+
+
+def final_metrics(keys: ResultKeys) -> tuple[tuple[str, str, Mode], ...]:
+    """Loss and perf on train and every validation set (a plain run: :data:`METRICS`), then every custom
+    metric on train and every validation set; labelled as :meth:`.ResultKeys.label` names the splits."""
+    out = [(key, label.replace("val", keys.label("val"), 1) if key.endswith("_val") else label, mode)
+           for key, label, mode in METRICS]
+    for split in keys.val_splits[1:]:
+        name = keys.label(split)
+        out += [(f"final_loss_{split}", f"{name} loss", "min"), (f"final_perf_{split}", f"{name} perf", "max")]
+    for m in keys.metric_names:
+        out += [(f"final_metric_{m}_{split}", f"{m} on {keys.label(split)}", keys.mode(m)) for split in keys.splits]
+    return tuple(out)
 
 HP_ORDER = ("lr_start", "lr_end", "batch_size", "cycle_size_epochs", "epochs", "optimizer", "momentum",
             "weight_decay", "grad_clip_norm")
@@ -55,6 +69,9 @@ class SummaryInfo(NamedTuple):
     counts: dict[str, int]
     problems: tuple[Problem, ...]
     misc: Any
+    #: The run's validation sets (primary first) and the final metrics in ``stats``, in order.
+    keys: ResultKeys = ResultKeys()
+    metrics: tuple[tuple[str, str, Mode], ...] = METRICS
 
 
 def _f(a: Any) -> np.ndarray:
@@ -152,23 +169,30 @@ def _reason(rec: Mapping[str, Any]) -> str:
     return text.splitlines()[-1][:500] if text else "no error recorded"
 
 
+class TunerFiles(NamedTuple):
+    """The tuner's evidence in ``hparams/`` (each ``None`` when absent)."""
+
+    misc: Any = None
+    lr: LRSweepFile | Mapping[str, Any] | None = None
+    bs: BatchSweepFile | Mapping[str, Any] | None = None
+    bs_sampled: BatchSampledFile | Mapping[str, Any] | None = None
+
+
 def summary_info(
     run: Mapping[str, Any],
     final_hp: Mapping[str, Any] | None,
     results: Mapping[str, np.ndarray] | None,
     records: Sequence[Mapping[str, Any]],
-    misc: Any = None,
-    lr: LRSweepFile | Mapping[str, Any] | None = None,
-    bs: BatchSweepFile | Mapping[str, Any] | None = None,
-    bs_sampled: BatchSampledFile | Mapping[str, Any] | None = None,
+    tuner: TunerFiles = TunerFiles(),
     title: str = "run",
 ) -> SummaryInfo:
     """Everything the summary says, from the folder's records (pure).
 
-    ``misc`` is ``misc.json`` as read (shown as it is); the tuner files come as records or their arrays.
+    ``tuner.misc`` is ``misc.json`` as read (shown as it is); the tuner files come as records or their arrays.
     """
     hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
     hp = dict(final_hp or {})
+    misc, lr, bs, bs_sampled = tuner
     steps = MiscFile.from_json(misc).steps if isinstance(misc, Mapping) else MiscSteps()
     lr_ev = _lr_evidence(LRSweepFile.coerce(lr), hp_kind, steps)
     bs_ev = _bs_evidence(BatchSweepFile.coerce(bs), BatchSampledFile.coerce(bs_sampled), hp_kind, steps)
@@ -178,8 +202,10 @@ def summary_info(
     evidence["cycle_size_epochs"] = sched
     evidence["epochs"] = sched
     ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
+    keys = ResultKeys.from_record(run)
+    metrics = final_metrics(keys)
     stats = {key: describe(np.asarray((results or {}).get(key, np.zeros(0)), dtype=np.float64), ids, mode)
-             for key, _label, mode in METRICS}
+             for key, _label, mode in metrics}
     seconds = describe(np.asarray((results or {}).get("seconds", np.zeros(0)), dtype=np.float64), ids, "min")
     counts = {"completed": 0, "diverged": 0, "failed": 0}
     problems = []
@@ -195,12 +221,12 @@ def summary_info(
         title=title, created=run.get("created"), state=str(run.get("state", "unknown")),
         versions=dict(run.get("versions", {})), accuracy_style=str(run.get("accuracy_style", "classification")),
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
-        problems=tuple(problems), misc=misc,
+        problems=tuple(problems), misc=misc, keys=keys, metrics=metrics,
     )
 
 
 def _metric_label(key: str, label: str, style: str) -> str:
-    if "perf" in key:
+    if key.startswith("final_perf_"):
         return f"{label} ({PERF_LABELS.get(style, 'perf')})"
     return label
 
@@ -254,6 +280,13 @@ def render_markdown(info: SummaryInfo) -> str:
     lines.append(f"- hyperparameters: **{info.hp_kind}**")
     lines.append(f"- trials: {c.get('completed', 0)} completed, {c.get('diverged', 0)} diverged, "
                  f"{c.get('failed', 0)} failed" + (f", {c['unfinished']} unfinished" if c.get("unfinished") else ""))
+    if info.keys != ResultKeys():
+        sets = ", ".join([f"{info.keys.val_names[0]} (primary: `val` in the keys)",
+                          *(f"{n} (`val_{n}`)" for n in info.keys.val_names[1:])])
+        lines.append(f"- validation sets: {sets}")
+        if info.keys.metric_names:
+            lines.append("- custom metrics: " + ", ".join(f"{m} ({'higher' if info.keys.mode(m) == 'max' else 'lower'}"
+                                                         " is better)" for m in info.keys.metric_names))
     if info.versions:
         lines.append("- versions: " + ", ".join(f"{k} {v}" for k, v in info.versions.items()))
     lines += ["", "## Chosen hyperparameters", "", "| hyperparameter | value | evidence |", "|---|---|---|"]
@@ -269,7 +302,7 @@ def render_markdown(info: SummaryInfo) -> str:
     else:
         lines += ["| metric | N | mean | std | 95% CI of the mean | best (trial) | worst (trial) |",
                   "|---|---|---|---|---|---|---|"]
-        for key, label, _mode in METRICS:
+        for key, label, _mode in info.metrics:
             s = info.stats[key]
             ci = f"[{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}]" if s.n > 1 else "n/a (one trial)"
             lines.append(f"| {_metric_label(key, label, info.accuracy_style)} | {s.n} | {fmt(s.mean, 4)} | "
@@ -310,7 +343,9 @@ def summary_json(info: SummaryInfo) -> dict[str, Any]:
                             "evidence": {k: list(v) for k, v in info.evidence.items()}},
         "trials": {
             "counts": info.counts,
-            "final": {key: stat(info.stats[key]) for key, _l, _m in METRICS},
+            "val_names": list(info.keys.val_names),
+            "metric_names": list(info.keys.metric_names),
+            "final": {key: stat(info.stats[key]) for key, _l, _m in info.metrics},
             "seconds": stat(info.seconds),
             "problems": [p._asdict() for p in info.problems],
         },

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..folder import RunFolder
 from ..hparams import FixedHyperparameters
+from ..result_keys import ResultKeys
 from ..schema_base import NpzRecord
 from ..schemas import (
     BS_NPZ,
@@ -26,14 +27,24 @@ from ..schemas import (
     read_final,
 )
 from .batch import BatchInfo, batch_info
-from .curves import FinalInfo, FinalPairsInfo, ThroughTimeInfo, final_info, final_pairs_info, throughtime_info
+from .curves import (
+    FinalInfo,
+    FinalPairsInfo,
+    FinalPanelsInfo,
+    ThroughTimeInfo,
+    final_info,
+    final_pairs_info,
+    final_panels_info,
+    throughtime_info,
+)
 from .hidden import PCAInfo, pca_info
 from .load import hidden_path, read_json_or_none, read_npz, trial_records
 from .lr import LRSweepInfo, ScheduleInfo, lr_sweep_info, schedule_info
-from .text import SummaryInfo, summary_info
+from .metrics import MetricsInfo, metrics_info
+from .text import SummaryInfo, TunerFiles, summary_info
 
-__all__ = ["run_of", "lr_of", "batch_of", "schedule_of", "throughtime_of", "final_of", "final_pairs_of",
-           "pca_of", "summary_of", "counts_of", "hidden_trial_of"]
+__all__ = ["run_of", "keys_of", "lr_of", "batch_of", "schedule_of", "throughtime_of", "metrics_of", "final_of",
+           "final_panels_of", "final_pairs_of", "pca_of", "summary_of", "counts_of", "hidden_trial_of"]
 
 R = TypeVar("R", bound=NpzRecord)
 
@@ -56,6 +67,11 @@ def run_of(folder: str) -> dict[str, Any]:
 @functools.lru_cache(maxsize=8)
 def _run_cached(folder: str, _stamp: int) -> dict[str, Any]:
     return _rf(folder).read_run()
+
+
+def keys_of(folder: str) -> ResultKeys:
+    """The run's validation sets and custom metrics (``run.json``; an older folder: ``val`` alone)."""
+    return ResultKeys.from_record(run_of(folder))
 
 
 def _npz(path: str) -> dict[str, np.ndarray] | None:
@@ -104,7 +120,12 @@ def throughtime_of(folder: str) -> ThroughTimeInfo | None:
     tt = _npz(str(_rf(folder).throughtimes))
     if tt is None:
         return None
-    return throughtime_info(tt, str(run_of(folder).get("accuracy_style", "classification")))
+    return throughtime_info(tt, str(run_of(folder).get("accuracy_style", "classification")), keys_of(folder))
+
+
+def metrics_of(folder: str) -> MetricsInfo | None:
+    tt = _npz(str(_rf(folder).throughtimes))
+    return metrics_info(tt, keys_of(folder)) if tt is not None else None
 
 
 def counts_of(folder: str) -> dict[str, int]:
@@ -123,6 +144,17 @@ def final_of(folder: str) -> FinalInfo | None:
     label = "final val " + PERF_LABELS.get(str(run_of(folder).get("accuracy_style")), "perf")
     c = counts_of(folder)
     return final_info(results, "final_perf_val", label, c.get("failed", 0), c.get("diverged", 0))
+
+
+def final_panels_of(folder: str) -> FinalPanelsInfo | None:
+    results = _npz(str(_rf(folder).results))
+    if results is None:
+        return None
+    from ._mpl import PERF_LABELS
+
+    c = counts_of(folder)
+    return final_panels_info(results, keys_of(folder), PERF_LABELS.get(str(run_of(folder).get("accuracy_style")), "perf"),
+                             c.get("failed", 0), c.get("diverged", 0))
 
 
 def final_pairs_of(folder: str) -> FinalPairsInfo | None:
@@ -156,7 +188,7 @@ def summary_of(folder: str) -> SummaryInfo:
     final = _final(folder)
     return summary_info(
         run_of(folder), final.to_dict() if final is not None else None, _npz(str(rf.results)), trial_records(rf),
-        misc=read_json_or_none(rf.hparams / MISC_JSON), lr=_hp_npz(folder, LRSweepFile, LR_NPZ),
-        bs=_hp_npz(folder, BatchSweepFile, BS_NPZ), bs_sampled=_hp_npz(folder, BatchSampledFile, SAMPLED_NPZ),
+        TunerFiles(read_json_or_none(rf.hparams / MISC_JSON), _hp_npz(folder, LRSweepFile, LR_NPZ),
+                   _hp_npz(folder, BatchSweepFile, BS_NPZ), _hp_npz(folder, BatchSampledFile, SAMPLED_NPZ)),
         title=run_title(rf.path),
     )

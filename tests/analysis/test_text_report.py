@@ -9,7 +9,7 @@ from fakes import MISC, bs_arrays, lr_sweep_arrays
 
 from ignite_seg.analysis.report import markdown_to_html, render_index
 from ignite_seg.analysis.stats import describe
-from ignite_seg.analysis.text import Problem, render_markdown, summary_info, summary_json
+from ignite_seg.analysis.text import Problem, TunerFiles, render_markdown, summary_info, summary_json
 
 RUN = {"hyperparameters": {"kind": "tuned"}, "accuracy_style": "classification", "state": "complete",
        "planned_trials": [0, 1, 2, 3, 4], "versions": {"ignite_seg": "0.1.0"}, "created": "2026-12-02T10:00:00"}
@@ -31,7 +31,8 @@ def _info(**kw):
     args = dict(run=RUN, final_hp=HP, results=RESULTS, records=RECORDS, misc=MISC, lr=lr_sweep_arrays(), bs=bs,
                 bs_sampled=sampled, title="digits/current")
     args.update(kw)
-    return summary_info(**args)
+    tuner = TunerFiles(*(args.pop(k) for k in ("misc", "lr", "bs", "bs_sampled")))
+    return summary_info(**args, tuner=tuner)
 
 
 def test_summary_info_statistics_and_problems():

@@ -1,0 +1,159 @@
+"""The names of the metrics in the result files: one owner for the key scheme.
+
+A run measures loss and perf on the training subset and on every validation set, and each
+custom metric ``<m>`` on the same splits. A *split* is named by its key suffix: ``train``,
+``val`` (the primary validation set, whatever its name: ignite-simple's keys) and
+``val_<set>`` (every other named set)::
+
+    throughtime.npz / throughtimes.npz   losses_<split>  perfs_<split>  metric_<m>_<split>
+    result.json                          loss_<split>    perf_<split>   metric_<m>_<split>
+    results.npz                          final_ + the result.json name
+
+The names are recorded in ``run.json`` as ``val_names`` (primary first) and ``metric_names``;
+a folder without them (older runs, a plain ``(train, val)`` pair) reads as ``["val"]`` and ``[]``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, NamedTuple
+
+__all__ = ["ResultKeys", "KeyParts", "curve_keys", "final_keys", "is_curve_key", "is_final_key", "NAME"]
+
+#: Names of validation sets and metrics: letters, digits and ``_``.
+NAME = re.compile(r"[A-Za-z0-9_]+\Z")
+_SPLIT = r"(?:train|val(?:_[A-Za-z0-9_]+)?)"
+_CURVE = re.compile(rf"(?!.*_smoothed\Z)(?:(?:losses|perfs)|metric_[A-Za-z0-9_]+?)_{_SPLIT}\Z")
+_FINAL = re.compile(rf"(?:(?:loss|perf)|metric_[A-Za-z0-9_]+?)_{_SPLIT}\Z")
+
+Kind = Literal["loss", "perf", "metric"]
+Mode = Literal["min", "max"]
+
+
+class KeyParts(NamedTuple):
+    """What a key measures: ``kind``, the custom ``metric`` (or ``None``), the ``split`` suffix and
+    the ``set`` it names (``train`` or the validation set's own name)."""
+
+    kind: Kind
+    metric: str | None
+    split: str
+    set: str
+
+
+@dataclass(frozen=True)
+class ResultKeys:
+    """The validation sets (primary first) and custom metrics of one run, and the keys they give.
+
+    Example:
+        >>> ResultKeys(("clean", "noisy"), ("iou",)).curve_keys()[4:]
+        ('losses_val_noisy', 'perfs_val_noisy', 'metric_iou_train', 'metric_iou_val', 'metric_iou_val_noisy')
+    """
+
+    val_names: tuple[str, ...] = ("val",)
+    metric_names: tuple[str, ...] = ()
+    #: The direction of each custom metric's "best" (``max`` unless recorded otherwise).
+    metric_modes: tuple[tuple[str, Mode], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.val_names:
+            raise ValueError("val_names=() names no validation set; a run has at least its primary one, e.g. ('val',)")
+        for what, names in (("val_names", self.val_names), ("metric_names", self.metric_names)):
+            bad = [n for n in names if not (isinstance(n, str) and NAME.match(n))]
+            bad += [n for n in names if n not in bad and (n == "smoothed" or str(n).endswith("_smoothed"))]
+            if bad or len(set(names)) != len(names):
+                raise ValueError(f"{what}={list(names)!r}: names must be distinct letters, digits and '_', not "
+                                 f"ending in 'smoothed' (kept for the smoothed curves); bad: {bad or 'a repeat'}")
+        keys = self.curve_keys()
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"val_names={list(self.val_names)!r} and metric_names={list(self.metric_names)!r} "
+                             "give two metrics the same key; rename one of them")
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any] | None) -> ResultKeys:
+        """From ``run.json`` (or a trial's settings); an older record without the names gives the defaults."""
+        record = record or {}
+        modes = record.get("metric_modes") or {}
+        return cls(tuple(record.get("val_names") or ("val",)), tuple(record.get("metric_names") or ()),
+                   tuple((str(k), "min" if v == "min" else "max") for k, v in dict(modes).items()))
+
+    def to_record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"val_names": list(self.val_names), "metric_names": list(self.metric_names)}
+        if self.metric_modes:
+            out["metric_modes"] = dict(self.metric_modes)
+        return out
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """``train``, ``val`` and ``val_<set>`` for every other validation set."""
+        return ("train", "val", *(f"val_{n}" for n in self.val_names[1:]))
+
+    @property
+    def val_splits(self) -> tuple[str, ...]:
+        return self.splits[1:]
+
+    def set_name(self, split: str) -> str:
+        """The name a split shows in a legend: ``train``, or its validation set's own name."""
+        if split == "train":
+            return "train"
+        return self.val_names[0] if split == "val" else split[len("val_"):]
+
+    def label(self, split: str) -> str:
+        """How figures and the summary name a split: ``train``, ``val`` (``val (<name>)`` when the primary
+        set has its own name) or the other set's name."""
+        name = self.set_name(split)
+        return f"val ({name})" if split == "val" and name != "val" else name
+
+    def mode(self, metric: str) -> Mode:
+        return dict(self.metric_modes).get(metric, "max")
+
+    def curve_keys(self) -> tuple[str, ...]:
+        """The through-time keys, the four of a plain run first."""
+        return curve_keys(self.val_names, self.metric_names)
+
+    def final_keys(self) -> tuple[str, ...]:
+        """The final values in ``result.json`` (``results.npz``: with the prefix ``final_``)."""
+        return final_keys(self.val_names, self.metric_names)
+
+    def parse(self, key: str) -> KeyParts | None:
+        """What a through-time, ``result.json`` or ``results.npz`` key measures; ``None`` if not one of ours."""
+        key = key[len("final_"):] if key.startswith("final_") else key
+        for split in self.splits:
+            kinds: dict[str, tuple[Kind, str | None]] = {
+                f"loss_{split}": ("loss", None), f"losses_{split}": ("loss", None),
+                f"perf_{split}": ("perf", None), f"perfs_{split}": ("perf", None),
+                **{f"metric_{m}_{split}": ("metric", m) for m in self.metric_names},
+            }
+            if key in kinds:
+                return KeyParts(*kinds[key], split, self.set_name(split))
+        return None
+
+
+def _split_keys(prefix_loss: str, prefix_perf: str, val_names: tuple[str, ...], metric_names: tuple[str, ...]
+                ) -> tuple[str, ...]:
+    others = [f"val_{n}" for n in val_names[1:]]
+    keys = [f"{prefix_loss}_train", f"{prefix_loss}_val", f"{prefix_perf}_train", f"{prefix_perf}_val"]
+    for s in others:
+        keys += [f"{prefix_loss}_{s}", f"{prefix_perf}_{s}"]
+    for m in metric_names:
+        keys += [f"metric_{m}_{s}" for s in ("train", "val", *others)]
+    return tuple(keys)
+
+
+def curve_keys(val_names: tuple[str, ...] = ("val",), metric_names: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Through-time keys (``throughtime.npz``, ``throughtimes.npz``)."""
+    return _split_keys("losses", "perfs", tuple(val_names), tuple(metric_names))
+
+
+def final_keys(val_names: tuple[str, ...] = ("val",), metric_names: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Final-value keys of ``result.json`` (``results.npz`` adds ``final_``)."""
+    return _split_keys("loss", "perf", tuple(val_names), tuple(metric_names))
+
+
+def is_curve_key(key: str) -> bool:
+    """Whether ``key`` has the shape of a through-time key of the scheme (names not needed)."""
+    return bool(_CURVE.match(key))
+
+
+def is_final_key(key: str) -> bool:
+    """Whether ``key`` has the shape of a final value of the scheme in ``result.json``."""
+    return bool(_FINAL.match(key))
