@@ -9,7 +9,7 @@ import pytest
 
 from ignite_seg import FixedHyperparameters, get_preset
 from ignite_seg.analysis import view
-from ignite_seg.analysis.text import summary_info
+from ignite_seg.analysis.text import TunerFiles, summary_info
 from ignite_seg.execution import TaskRunner
 from ignite_seg.fileio import to_jsonable, write_json, write_npz
 from ignite_seg.folder import RunFolder
@@ -200,9 +200,8 @@ def test_a_folder_written_before_the_records_still_reads(tmp_path):
     assert view.schedule_of(str(rf.path)).lr_end == 0.1
     assert read_final(h / FINAL_JSON) == FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=32,
                                                               cycle_size_epochs=2.0, epochs=4)
-    info = summary_info({}, read_final(h / FINAL_JSON).to_dict(), None, [], misc=old_misc,
-                        lr=LRSweepFile.read(h / LR_NPZ), bs=BatchSweepFile.read(h / BS_NPZ),
-                        bs_sampled=BatchSampledFile.read(h / SAMPLED_NPZ))
+    info = summary_info({}, read_final(h / FINAL_JSON).to_dict(), None, [], TunerFiles(
+        old_misc, LRSweepFile.read(h / LR_NPZ), BatchSweepFile.read(h / BS_NPZ), BatchSampledFile.read(h / SAMPLED_NPZ)))
     assert "chosen: 32 (best of 2)" in info.evidence["batch_size"] and info.misc == old_misc
     assert not any("valley" in line for line in info.evidence["lr_end"])  # no anchoring recorded: none claimed
     # what the old folder lacks is named when it is read strictly
