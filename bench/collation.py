@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from common import machine
 
-from ignite_seg.collate import CURVE_KEYS, Collator
-from ignite_seg.fileio import write_npz
+from ignite_seg.storage.atomic import write_npz
+from ignite_seg.storage.collate import CURVE_KEYS, Collator
 
 
 def main() -> None:

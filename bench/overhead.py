@@ -23,8 +23,8 @@ from common import DIGITS, machine
 
 import ignite_seg
 from ignite_seg.api import trial_seed
-from ignite_seg.loaders import normalize_spec
-from ignite_seg.trainer import TrialTask, run_trial
+from ignite_seg.config.specs import normalize_spec
+from ignite_seg.engine.trainer import TrialTask, run_trial
 
 
 def plain_loop(epochs: int, batch_size: int, lr: tuple[float, float], cycle_epochs: float, seed: int,

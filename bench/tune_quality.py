@@ -83,13 +83,13 @@ def regression_dataset(n_train: int = 2000, n_val: int = 500, seed: int = 0) -> 
 
 
 def _specs(task: dict[str, Any]) -> dict[str, Any]:
-    from ignite_seg.loaders import normalize_spec
+    from ignite_seg.config.specs import normalize_spec
 
     return {k: normalize_spec(task[k], f"{k}_loader") for k in ("model", "dataset", "loss")}
 
 
 def _facts(task: dict[str, Any]) -> dict[str, Any]:
-    from ignite_seg.validation import probe_recipe
+    from ignite_seg.engine.probe import probe_recipe
 
     s = _specs(task)
     return probe_recipe(s["model"], s["dataset"], s["loss"], task["style"])
@@ -97,8 +97,8 @@ def _facts(task: dict[str, Any]) -> dict[str, Any]:
 
 def _epochs(n_train: int) -> tuple[float, int]:
     """The schedule every preset chooses for this dataset (they share the schedule fields)."""
-    from ignite_seg.hparams import get_preset
-    from ignite_seg.schedule import choose_schedule
+    from ignite_seg.config.hyperparameters import get_preset
+    from ignite_seg.tuning.schedule import choose_schedule
 
     p = get_preset("fast")
     return choose_schedule(n_train, train_examples=p.train_examples, min_epochs=p.min_epochs,
@@ -107,7 +107,7 @@ def _epochs(n_train: int) -> tuple[float, int]:
 
 def _run_trials(runner: Any, task: dict[str, Any], recipes: list[tuple[Any, int]]) -> list[Any]:
     """Run one trial per (FixedHyperparameters, seed) on the runner; outcomes in input order."""
-    from ignite_seg.trainer import TrialTask, run_trial
+    from ignite_seg.engine.trainer import TrialTask, run_trial
 
     specs = _specs(task)
     tasks = [
@@ -187,9 +187,9 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
 
     ``fresh_best``: the re-evaluated grid-best (``reeval``), for the regret without the winner's curse.
     """
-    from ignite_seg.folder import RunFolder
-    from ignite_seg.hparams import get_preset
-    from ignite_seg.tuner import tune
+    from ignite_seg.config.hyperparameters import get_preset
+    from ignite_seg.storage.run_folder import RunFolder
+    from ignite_seg.tuning.tuner import tune
 
     task = TASKS[name]
     facts = _facts(task)
@@ -249,9 +249,9 @@ def part_stability(runner: Any, name: str, presets: list[str], seeds: int = 10) 
     range test's own spread. Also the gradient noise scale each seed measured (``misc.json``), which
     places the batch-size candidates.
     """
-    from ignite_seg.folder import RunFolder
-    from ignite_seg.hparams import get_preset
-    from ignite_seg.tuner import tune
+    from ignite_seg.config.hyperparameters import get_preset
+    from ignite_seg.storage.run_folder import RunFolder
+    from ignite_seg.tuning.tuner import tune
 
     task = TASKS[name]
     out: dict[str, Any] = {}
@@ -318,7 +318,7 @@ def main() -> None:
     import logging
 
     logging.getLogger("ignite_seg").setLevel(logging.WARNING)
-    from ignite_seg.execution import TaskRunner
+    from ignite_seg.runtime.tasks import TaskRunner
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

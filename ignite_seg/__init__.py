@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 
 from .analysis import analyze  # noqa: E402
 from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings  # noqa: E402
+from .config.hyperparameters import PRESETS, FixedHyperparameters, HyperparameterSettings, get_preset  # noqa: E402
 from .exceptions import (  # noqa: E402
     AnalysisUnavailableError,
     ConfigError,
@@ -19,7 +20,6 @@ from .exceptions import (  # noqa: E402
     IgniteSegError,
     TuningError,
 )
-from .hparams import PRESETS, FixedHyperparameters, HyperparameterSettings, get_preset  # noqa: E402
 
 _LAZY = {"train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api"}
 

@@ -14,12 +14,20 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .analysis.settings import AnalysisSettings, resolve_analysis
-from .checks import check_bool, check_choice, check_device, check_int, check_trials
-from .collate import Collator
+from .config.checks import check_bool, check_choice, check_device, check_int, check_trials
+from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
+from .config.specs import LoaderSpec, normalize_spec
+from .engine.metrics import ACCURACY_STYLES
+from .engine.probe import probe_recipe
 from .exceptions import ConfigError, FolderError
-from .execution import TaskLost, TaskRunner, prestart
-from .fileio import read_json, remove_stale_temporaries, write_json, write_npz
-from .folder import (
+from .run_plan import RunConfig, check_continuation, plan_trials, run_record, settle
+from .runtime.checks import check_cores, check_executor, check_reproducible_executor, check_timeout
+from .runtime.logs import ensure_logging
+from .runtime.tasks import TaskLost, TaskRunner, prestart
+from .runtime.workers import second_interrupt_exits
+from .storage.atomic import read_json, remove_stale_temporaries, write_json, write_npz
+from .storage.collate import Collator
+from .storage.run_folder import (
     FolderLock,
     RunFolder,
     archive_folder,
@@ -28,21 +36,13 @@ from .folder import (
     resolve_folder_arg,
     state,
 )
-from .hparams import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
-from .loaders import LoaderSpec, normalize_spec
-from .logs import ensure_logging
-from .perf import ACCURACY_STYLES
-from .run_plan import RunConfig, check_continuation, plan_trials, run_record, settle
-from .runtime_checks import check_cores, check_executor, check_reproducible_executor, check_timeout
-from .validation import probe_recipe
-from .workers import second_interrupt_exits
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
 
 logger = logging.getLogger("ignite_seg")
 
 #: Modules every trial worker imports before its first task (the fork server imports them once).
-WORKER_PRELOAD = ("ignite_seg.trainer",)
+WORKER_PRELOAD = ("ignite_seg.engine.trainer",)
 
 LoaderLike = tuple[str, str, tuple[Any, ...], Mapping[str, Any]] | Callable[..., Any]
 
@@ -267,7 +267,7 @@ def _run_trials(
     rf: RunFolder, runner: TaskRunner, cfg: RunConfig, hp: FixedHyperparameters, plan: list[int]
 ) -> tuple[dict[int, dict[str, Any]], Collator]:
     """Run the planned trials not finished yet; every finished trial, and the collator holding them."""
-    from .trainer import TrialTask, run_trial
+    from .engine.trainer import TrialTask, run_trial
 
     finished = dict(rf.finished_trials())
     collator = Collator(
@@ -345,7 +345,7 @@ def _hyperparameters(
         existing = FixedHyperparameters.from_dict(read_json(final))
         logger.info("reusing the folder's tuned hyperparameters %s", existing)
         return existing
-    from .tuner import tune
+    from .tuning.tuner import tune
 
     assert cfg.seed is not None  # settled
     return tune(runner, rf, settings, cfg.specs, accuracy_style=cfg.accuracy_style, facts=facts, seed=cfg.seed,
@@ -353,7 +353,7 @@ def _hyperparameters(
 
 
 def _lost_outcome(lost: TaskLost[Any]) -> Any:
-    from .trainer import TrialOutcome
+    from .engine.trainer import TrialOutcome
 
     return TrialOutcome(
         trial_id=lost.task.trial_id, status="failed", seconds=float("nan"), started_at=float("nan"), pid=-1,

@@ -33,7 +33,7 @@ def _cores(value: str) -> int | str:
 
 def _recorded_analysis(folder: str) -> str:
     """The analysis preset the run was trained with (``images`` when it was ``none``)."""
-    from .folder import RunFolder
+    from .storage.run_folder import RunFolder
 
     try:
         recorded = str(RunFolder(folder).read_run().get("analysis", "images"))
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from .analysis import analyze
-    from .logs import ensure_logging
+    from .runtime.logs import ensure_logging
 
     ensure_logging()
     log = logging.getLogger("ignite_seg")

@@ -20,12 +20,12 @@ import numpy as np
 
 from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
+from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
+from .config.specs import LoaderSpec
+from .engine.metrics import AccuracyStyle
 from .exceptions import ConfigError, FolderError
-from .fileio import read_json
-from .folder import RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
-from .hparams import FixedHyperparameters, HyperparameterSettings
-from .loaders import LoaderSpec
-from .perf import AccuracyStyle
+from .storage.atomic import read_json
+from .storage.run_folder import RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
 
 __all__ = ["RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials"]
 

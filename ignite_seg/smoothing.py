@@ -66,7 +66,7 @@ def nanmean(a: np.ndarray, axis: int = 0, min_count: int = 1) -> np.ndarray:
 
 class DivergenceMonitor:
     """Online divergence test for a running sweep, on an EMA of the loss (the online twin of
-    :func:`ignite_seg.lr_range.divergence_index`).
+    :func:`ignite_seg.tuning.lr_range.divergence_index`).
 
     ``update(loss)`` returns ``True`` once the EMA (weight ``smooth_f`` on the newest loss,
     bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen, or gives back more than

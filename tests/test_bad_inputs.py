@@ -125,7 +125,7 @@ def _kwargs(tmp_path, override):
 
 @pytest.mark.parametrize("case", CATALOGUE, ids=[c.id for c in CATALOGUE])
 def test_bad_input_raises_documented_error_and_writes_nothing(case, tmp_path, monkeypatch):
-    import ignite_seg.execution as execution
+    import ignite_seg.runtime.tasks as execution
 
     def no_workers(*a, **k):
         raise AssertionError("a worker pool was started before validation failed")

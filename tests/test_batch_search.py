@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from ignite_seg.batch_search import (
+from ignite_seg.tuning.batch_search import (
     batch_candidates,
     batch_grid,
     centre_batch,
@@ -16,7 +16,7 @@ from ignite_seg.batch_search import (
     rank_with_ties,
     scale_lr,
 )
-from ignite_seg.schedule import choose_schedule
+from ignite_seg.tuning.schedule import choose_schedule
 
 
 def test_grid_and_centre():

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset, Subset, TensorDataset
 
-from ignite_seg.batching import Batches, BatchSource, Data, as_data, default_prepare_batch, tensor_pair
+from ignite_seg.engine.batching import Batches, BatchSource, Data, as_data, default_prepare_batch, tensor_pair
 from ignite_seg.exceptions import ConfigError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ignite_seg import ConfigError, ConfigTypeError, FixedHyperparameters, HyperparameterSettings
-from ignite_seg.checks import check_int
+from ignite_seg.config.checks import check_int
 
 
 def test_check_int_returns_the_value_and_names_argument_and_value_when_wrong():

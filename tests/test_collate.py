@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ignite_seg.collate import Collator
-from ignite_seg.result_keys import ResultKeys, curve_keys, final_keys
 from ignite_seg.smoothing import moving_average
+from ignite_seg.storage.collate import Collator
+from ignite_seg.storage.result_keys import ResultKeys, curve_keys, final_keys
 
 S = 7
 KEYS = ResultKeys(("clean", "noisy"), ("iou",))

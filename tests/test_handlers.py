@@ -6,7 +6,7 @@ import math
 import numpy as np
 from ignite.engine import Engine, Events
 
-from ignite_seg.handlers import CurveRecorder, DivergenceStop
+from ignite_seg.engine.handlers import CurveRecorder, DivergenceStop
 from ignite_seg.smoothing import DivergenceMonitor
 
 

@@ -56,14 +56,12 @@ def _is_figure_code(path: Path) -> bool:
     return path.parent.name == "analysis"
 
 
-@pytest.mark.xfail(reason="issue 12: the re-housing is under way", strict=False)
 def test_modules_are_at_most_450_lines():
     long = {str(p.relative_to(PACKAGE)): n for p in _modules()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
-@pytest.mark.xfail(reason="issue 12: the re-housing is under way", strict=False)
 def test_function_bodies_are_short_and_take_few_parameters():
     too_long, too_many = [], []
     for path in _modules():
@@ -140,3 +138,43 @@ def test_the_limits_are_the_documented_ones(limit):
         pytest.skip("docs/architecture.md not written yet")
     text = doc.read_text(encoding="utf-8")
     assert str(MAX_MODULE_LINES) in text and str(MAX_BODY_LINES) in text and str(limit) in text
+
+
+#: The layers, bottom up (docs/architecture.md); a module imports only from lower layers or its own package.
+LAYERS = {
+    "ignite_seg.exceptions": 0,
+    "ignite_seg.smoothing": 0,
+    "ignite_seg.config": 1,
+    "ignite_seg.storage": 2,
+    "ignite_seg.runtime": 2,
+    "ignite_seg.engine": 3,
+    "ignite_seg.tuning": 4,
+    "ignite_seg.analysis": 4,
+    "ignite_seg.run_plan": 5,
+    "ignite_seg.api": 6,
+    "ignite_seg.reanalyze": 6,
+}
+
+
+def _group(mod: str) -> str | None:
+    return max((g for g in LAYERS if mod == g or mod.startswith(g + ".")), key=len, default=None)
+
+
+def test_no_upward_imports_between_the_layers():
+    upward, unplaced = [], []
+    for path in _modules():
+        mod = _module_name(path)
+        if mod == "ignite_seg":  # the public surface re-exports from every layer
+            continue
+        group = _group(mod)
+        if group is None:
+            unplaced.append(mod)
+            continue
+        for dep in _imports(path):
+            dep_group = _group(dep)
+            if dep == "ignite_seg" or dep_group == group:  # __version__ from the root; the own package
+                continue
+            if dep_group is None or LAYERS[dep_group] >= LAYERS[group]:
+                upward.append(f"{mod} -> {dep}")
+    assert not unplaced, f"modules in no layer (add them to LAYERS and docs/architecture.md): {unplaced}"
+    assert not upward, f"imports that do not go down the layers: {upward}"

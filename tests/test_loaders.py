@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import ignite_seg
-from ignite_seg.loaders import LoaderSpec, normalize_spec
-from ignite_seg.runtime_checks import resolve_cores
+from ignite_seg.config.specs import LoaderSpec, normalize_spec
+from ignite_seg.runtime.checks import resolve_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +131,7 @@ import json, sys
 sys.path[:0] = sys.argv[1:3]
 import numpy as np
 import tasks
-from ignite_seg.loaders import normalize_spec
+from ignite_seg.config.specs import normalize_spec
 specs = [normalize_spec(("tasks", "mlp", (), {"tags": {"alpha", "beta", "gamma", "delta", "epsilon"}}), "m"),
          normalize_spec(tasks.TaggedBlobs({"alpha", "beta", "gamma", "delta", "epsilon"}), "d")]
 print(json.dumps([s.fingerprint() for s in specs] + [specs[1].describe()]))

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ignite_seg import TuningError
-from ignite_seg.lr_range import (
+from ignite_seg.smoothing import DivergenceMonitor
+from ignite_seg.tuning.lr_range import (
     RangeRule,
     choose_lr_range,
     divergence_index,
@@ -16,8 +17,7 @@ from ignite_seg.lr_range import (
     mean_curve,
     smooth_curves,
 )
-from ignite_seg.lr_valley import VALLEY_BOTTOM_TOL
-from ignite_seg.smoothing import DivergenceMonitor
+from ignite_seg.tuning.lr_valley import VALLEY_BOTTOM_TOL
 
 #: For a logistic drop ``1/(1+exp(-(x-x0)/w))`` the slope is half its peak at ``|x-x0| = 2w·acosh(√2)``.
 HALF_WIDTH = 2 * math.acosh(math.sqrt(2))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ignite_seg.noise_scale import (
+from ignite_seg.tuning.noise_scale import (
     ema,
     noise_scale,
     pooled_noise_scale,

@@ -10,7 +10,7 @@ import torch
 from helpers import CE
 
 import ignite_seg
-from ignite_seg.folder import RunFolder
+from ignite_seg.storage.run_folder import RunFolder
 
 MLP = ("tasks", "mlp", (), {})
 BLOBS = ("tasks", "blobs", (), {})
@@ -98,7 +98,7 @@ def test_archiving_across_filesystems(run_kwargs, tmp_path):
     import os
     import tempfile
 
-    from ignite_seg.folder import archive_folder
+    from ignite_seg.storage.run_folder import archive_folder
 
     shm = "/dev/shm"
     if not os.path.isdir(shm) or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
@@ -173,7 +173,7 @@ def test_diverging_trial_is_recorded_with_its_iteration(run_kwargs):
 
 
 def test_spawned_workers_where_there_is_no_fork_server(run_kwargs, monkeypatch):
-    from ignite_seg import execution
+    from ignite_seg.runtime import tasks as execution
 
     monkeypatch.setenv("IGNITE_SEG_START_METHOD", "spawn")
     assert execution.start_method() == "spawn"
@@ -214,7 +214,7 @@ def test_ray_executor(run_kwargs):
     import os
     import sys
 
-    from ignite_seg.executors import RayExecutor
+    from ignite_seg.runtime.executors import RayExecutor
 
     path = os.pathsep.join(p for p in sys.path if p)  # the workers import tests/tasks.py
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,

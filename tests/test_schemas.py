@@ -10,11 +10,11 @@ import pytest
 from ignite_seg import FixedHyperparameters, get_preset
 from ignite_seg.analysis import view
 from ignite_seg.analysis.text import TunerFiles, summary_info
-from ignite_seg.execution import TaskRunner
-from ignite_seg.fileio import to_jsonable, write_json, write_npz
-from ignite_seg.folder import RunFolder
-from ignite_seg.loaders import normalize_spec
-from ignite_seg.schemas import (
+from ignite_seg.config.specs import normalize_spec
+from ignite_seg.runtime.tasks import TaskRunner
+from ignite_seg.storage.atomic import to_jsonable, write_json, write_npz
+from ignite_seg.storage.run_folder import RunFolder
+from ignite_seg.storage.schemas import (
     BS_NPZ,
     FINAL_JSON,
     LR_INITIAL_NPZ,
@@ -34,7 +34,7 @@ from ignite_seg.schemas import (
     SchemaError,
     read_final,
 )
-from ignite_seg.tuner import tune
+from ignite_seg.tuning.tuner import tune
 
 SPECS = {"model": normalize_spec(("tasks", "mlp", (), {}), "model_loader"),
          "dataset": normalize_spec(("tasks", "blobs", (), {}), "dataset_loader"),

@@ -5,7 +5,7 @@ import pytest
 import torch
 from ignite.metrics import Metric
 
-from ignite_seg.scoring import MultiLabelAccuracy, Scorer, TokenAccuracy, perf_metric
+from ignite_seg.engine.scoring import MultiLabelAccuracy, Scorer, TokenAccuracy, perf_metric
 
 
 def _score(metric: Metric, *batches) -> float:

@@ -10,9 +10,9 @@ from ignite.engine import Engine, Events
 from ignite.handlers import LRScheduler
 from tasks import blobs, mlp
 
-from ignite_seg.data import Batches, TensorData
-from ignite_seg.loaders import normalize_spec
-from ignite_seg.sweeps import (
+from ignite_seg.config.specs import normalize_spec
+from ignite_seg.engine.data import Batches, TensorData
+from ignite_seg.engine.sweeps import (
     BatchRunTask,
     GeometricLR,
     GradNorms,

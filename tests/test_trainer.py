@@ -6,9 +6,9 @@ import pytest
 import torch
 from tasks import blobs, mlp
 
-from ignite_seg.data import Batches, TensorData
-from ignite_seg.perf import Probe, evaluate
-from ignite_seg.trainer import ThroughTimeRecorder, create_trainer, make_optimizer
+from ignite_seg.engine.data import Batches, TensorData
+from ignite_seg.engine.metrics import Probe, evaluate
+from ignite_seg.engine.trainer import ThroughTimeRecorder, create_trainer, make_optimizer
 
 
 def test_make_optimizer_takes_the_name_and_the_numbers_it_needs():

@@ -11,11 +11,11 @@ import pytest
 
 import ignite_seg
 from ignite_seg import ConfigError, HyperparameterSettings, TuningError, get_preset
-from ignite_seg.batch_search import centre_batch
-from ignite_seg.execution import TaskRunner
-from ignite_seg.folder import RunFolder
-from ignite_seg.loaders import normalize_spec
-from ignite_seg.tuner import tune
+from ignite_seg.config.specs import normalize_spec
+from ignite_seg.runtime.tasks import TaskRunner
+from ignite_seg.storage.run_folder import RunFolder
+from ignite_seg.tuning.batch_search import centre_batch
+from ignite_seg.tuning.tuner import tune
 
 MLP = ("tasks", "mlp", (), {})
 BLOBS = ("tasks", "blobs", (), {})
@@ -231,7 +231,7 @@ def test_presets_are_ordered_by_effort_and_round_trip():
 
 
 def test_every_settings_field_is_used_by_the_tuner():
-    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuner.py", "sweeps.py"))
+    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/tuner.py", "engine/sweeps.py"))
     for f in dataclasses.fields(HyperparameterSettings):
         assert f"s.{f.name}" in src or f"settings.{f.name}" in src, f"{f.name} is never read by the tuner"
 

@@ -18,7 +18,7 @@ from ..exceptions import AnalysisUnavailableError, FolderError
 from .settings import LEVELS, AnalysisSettings, resolve_analysis
 
 if TYPE_CHECKING:
-    from ..folder import RunFolder
+    from ..storage.run_folder import RunFolder
     from .products import Product, Task
 
 __all__ = ["analyze", "analyze_folder", "AnalysisSettings", "resolve_analysis", "MANIFEST"]
@@ -50,8 +50,8 @@ def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings 
     Example:
         >>> ignite_seg.analyze("out/current", analysis="video-draft", cores=2)  # doctest: +SKIP
     """
-    from ..folder import FolderLock, RunFolder
-    from ..runtime_checks import resolve_cores
+    from ..runtime.checks import resolve_cores
+    from ..storage.run_folder import FolderLock, RunFolder
 
     settings = resolve_analysis(analysis)
     n_cores = resolve_cores(cores)
@@ -83,7 +83,7 @@ def _check_collected(run: dict[str, Any], settings: AnalysisSettings) -> None:
 
 def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, force: bool = False) -> None:
     """Analyse ``rf`` as ``settings`` asks. The caller holds the folder's lock (``train()`` does)."""
-    from ..fileio import read_json
+    from ..storage.atomic import read_json
     from .products import FORMAT, PRODUCTS
 
     run = rf.read_run()
@@ -145,7 +145,7 @@ def _make(rf: RunFolder, settings: AnalysisSettings, todo: list[Product], cores:
           manifest: dict[str, Any], stamps: dict[str, Any]) -> list[tuple[str, BaseException]]:
     from tqdm.auto import tqdm
 
-    from ..fileio import atomic_write_bytes, write_json
+    from ..storage.atomic import atomic_write_bytes, write_json
     from .products import finish, plan
 
     tasks = plan(rf, settings, todo)
@@ -210,7 +210,7 @@ def _run(tasks: list[Task], cores: int) -> Generator[Any, None, None]:
     if method == "fork":  # import once here rather than once per worker (~0.7 s of CPU each)
         import matplotlib.backends.backend_agg  # noqa: F401
         import matplotlib.figure  # noqa: F401
-    from ..workers import worker_pool
+    from ..runtime.workers import worker_pool
 
     # guarded workers: they ignore SIGINT, exit when this process dies, and are killed (not
     # awaited) when the loop below is interrupted
@@ -240,7 +240,7 @@ def _fork_safe() -> bool:
 
 def _write_index(rf: RunFolder, fresh: list[Product]) -> None:
     """``index.html`` linking every up-to-date output; rewritten only when its text changes."""
-    from ..fileio import atomic_write_bytes
+    from ..storage.atomic import atomic_write_bytes
     from .report import render_index
 
     present = [o for p in fresh for o in p.outputs if (rf.analysis / o).is_file()]

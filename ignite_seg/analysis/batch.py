@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
 
-from ..schemas import BatchSampledFile, BatchSweepFile
+from ..storage.schemas import BatchSampledFile, BatchSweepFile
 from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure
 from .stats import Band, mean_band
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 import numpy as np
 
-from ..result_keys import ResultKeys
+from ..storage.result_keys import ResultKeys
 from ._mpl import COLORS, PERF_LABELS, draw_band, draw_trials, fmt, new_figure, set_color
 from .stats import Band, Mode, Stats, describe, mean_band
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import read_json
-from ..folder import RunFolder
-from ..schemas import HPARAM_FILES
+from ..storage.atomic import read_json
+from ..storage.run_folder import RunFolder
+from ..storage.schemas import HPARAM_FILES
 
 __all__ = ["read_npz", "read_json_or_none", "trial_records", "hidden_path", "HPARAM_FILES"]
 

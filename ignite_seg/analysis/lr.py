@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
 
-from ..hparams import FixedHyperparameters
-from ..schemas import LRSweepFile
+from ..config.hyperparameters import FixedHyperparameters
+from ..storage.schemas import LRSweepFile
 from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure
 from .stats import Band, mean_band
 

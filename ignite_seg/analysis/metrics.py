@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 import numpy as np
 
-from ..result_keys import Mode, ResultKeys
+from ..storage.result_keys import Mode, ResultKeys
 from ._mpl import COLORS, draw_band, draw_trials, new_figure, set_color
 from .curves import CurveSet, curve_set
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 
-from ..fileio import to_jsonable
-from ..folder import RunFolder
-from ..result_keys import ResultKeys
+from ..storage.atomic import to_jsonable
+from ..storage.result_keys import ResultKeys
+from ..storage.run_folder import RunFolder
 from . import batch, curves, hidden, lr, metrics, view
 from ._mpl import png_bytes
 from .load import HPARAM_FILES, hidden_path, read_json_or_none

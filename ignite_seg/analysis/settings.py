@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
+from ..config.records import JsonRecord
 from ..exceptions import ConfigError, ConfigTypeError
-from ..records import JsonRecord
 
 __all__ = ["AnalysisSettings", "ANALYSIS_PRESETS", "ALIASES", "LEVELS", "resolve_analysis"]
 

@@ -6,8 +6,8 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from ..result_keys import ResultKeys
-from ..schemas import (
+from ..storage.result_keys import ResultKeys
+from ..storage.schemas import (
     BS_NPZ,
     LR_NPZ,
     MISC_JSON,

@@ -11,11 +11,11 @@ from typing import Any, Hashable, TypeVar, cast
 
 import numpy as np
 
-from ..folder import RunFolder
-from ..hparams import FixedHyperparameters
-from ..result_keys import ResultKeys
-from ..schema_base import NpzRecord
-from ..schemas import (
+from ..config.hyperparameters import FixedHyperparameters
+from ..storage.result_keys import ResultKeys
+from ..storage.run_folder import RunFolder
+from ..storage.schema_base import NpzRecord
+from ..storage.schemas import (
     BS_NPZ,
     FINAL_JSON,
     LR_NPZ,

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from ignite_seg.analysis.stats import mean_band
-from ignite_seg.fileio import write_json, write_npz
 from ignite_seg.smoothing import moving_average
+from ignite_seg.storage.atomic import write_json, write_npz
 
 
 def lr_sweep_arrays(repeats: int = 2, points: int = 120, seed: int = 0) -> dict[str, np.ndarray]:
@@ -93,9 +93,9 @@ def add_val_sets_and_metric(folder: Path) -> None:
     Known answers: on ``noisy`` loss is val loss + 0.5 and perf val perf - 0.2; ``iou`` is 0.8 x perf
     on each split.
     """
-    from ignite_seg.collate import Collator
-    from ignite_seg.fileio import read_json
-    from ignite_seg.folder import RunFolder
+    from ignite_seg.storage.atomic import read_json
+    from ignite_seg.storage.collate import Collator
+    from ignite_seg.storage.run_folder import RunFolder
 
     rf = RunFolder(folder)
     run = rf.read_run()

@@ -17,8 +17,8 @@ from fakes import add_tuner_files
 import ignite_seg
 from ignite_seg.analysis import movie, scenes
 from ignite_seg.analysis.settings import resolve_analysis
-from ignite_seg.fileio import write_json
 from ignite_seg.reanalyze import main
+from ignite_seg.storage.atomic import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 

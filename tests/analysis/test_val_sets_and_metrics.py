@@ -25,8 +25,8 @@ from ignite_seg.analysis.curves import (
 from ignite_seg.analysis.metrics import MetricCurves, metrics_info, plot_metrics
 from ignite_seg.analysis.stats import describe, mean_band
 from ignite_seg.analysis.text import METRICS, final_metrics, render_markdown, summary_info, summary_json
-from ignite_seg.folder import RunFolder
-from ignite_seg.result_keys import ResultKeys
+from ignite_seg.storage.result_keys import ResultKeys
+from ignite_seg.storage.run_folder import RunFolder
 
 KEYS = ResultKeys(("clean", "noisy"), ("iou",))
 IDS = np.array([0, 1, 3])

@@ -20,7 +20,7 @@ def main() -> None:
     import torch
 
     import ignite_seg
-    from ignite_seg import fileio
+    from ignite_seg.storage import atomic as fileio
 
     torch.set_num_threads(1)  # bitwise-reproducible trials in the driver's threads
     if os.environ.get("IGNITE_SEG_TRACE_WRITES"):  # print each atomic write: "WRITE <n> <path>"

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from ignite_seg import fileio
+from ignite_seg.storage import atomic as fileio
 
 
 def test_cleanup_removes_only_ignite_seg_temporaries(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # blocks in its next announcement and the run hangs (in a child process, so a hang fails the
 # test instead of blocking the pool's shutdown in pytest; its workers' watchdog ends them)
 SCRIPT = """
-from ignite_seg.execution import TaskRunner
+from ignite_seg.runtime.tasks import TaskRunner
 
 if __name__ == "__main__":
     with TaskRunner(2) as runner:

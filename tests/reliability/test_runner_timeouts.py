@@ -14,9 +14,9 @@ import pytest
 from helpers import CE, FAST_HP
 
 import ignite_seg
-from ignite_seg import execution
 from ignite_seg.api import trial_seed
-from ignite_seg.execution import TaskLost, TaskRunner
+from ignite_seg.runtime import tasks as execution
+from ignite_seg.runtime.tasks import TaskLost, TaskRunner
 
 sys.path.insert(0, str(Path(__file__).parent))  # runtime_tasks, for this process and its workers
 from runtime_tasks import quick_or_sleep  # noqa: E402
@@ -61,7 +61,7 @@ def test_a_long_silence_is_logged(monkeypatch, caplog):
 
 def test_the_runner_knows_no_upper_layer_and_preloads_what_it_is_told():
     source = inspect.getsource(execution)
-    assert "ignite_seg.trainer" not in source and "._processes" not in source
+    assert "ignite_seg.engine.trainer" not in source and "._processes" not in source
     with TaskRunner(2, preload=("colorsys",)) as runner:
         assert list(runner.map_unordered(quick_or_sleep, [("module", "colorsys")] * 4)) == [True] * 4
 

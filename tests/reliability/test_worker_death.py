@@ -53,7 +53,7 @@ def test_worker_dying_while_the_caller_handles_a_result_is_retried(tmp_path):
 
     from tasks import quick_or_dies_once
 
-    from ignite_seg.execution import TaskRunner
+    from ignite_seg.runtime.tasks import TaskRunner
 
     marker = tmp_path / "died"
     tasks = [("quick", 1), ("dies_once", str(marker), 0.3), ("quick", 2), ("quick", 3)]

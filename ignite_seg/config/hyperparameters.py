@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
+from ..exceptions import ConfigError, ConfigTypeError
 from .checks import check_int
-from .exceptions import ConfigError, ConfigTypeError
 from .records import JsonRecord
 
 __all__ = [
@@ -93,7 +93,7 @@ class HyperparameterSettings(JsonRecord):
     """Settings of the tuner; every constant of the LR range test, the batch-size search and the
     schedule decision is a field. Customise a preset with ``dataclasses.replace``.
 
-    The tuner (:func:`ignite_seg.tuner.tune`) runs, in order:
+    The tuner (:func:`ignite_seg.tuning.tuner.tune`) runs, in order:
 
     1. the **LR range test**: ``lr_min_inits`` repeats, each from its own seeded initialisation
        (``lr_shared_init=True``: all from one; the choice then describes that initialisation more

@@ -27,8 +27,8 @@ from typing import Any, Iterator, Literal, get_args
 import numpy as np
 import psutil
 
-from .exceptions import ConfigTypeError, FolderError, FolderLockedError
-from .fileio import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
+from ..exceptions import ConfigTypeError, FolderError, FolderLockedError
+from .atomic import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
 
 __all__ = [
     "RunFolder", "archive_folder", "FolderLock", "LOCK_NAME", "resolve_folder_arg", "check_history_folder",

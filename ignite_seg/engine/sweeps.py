@@ -13,7 +13,7 @@ Handlers (each with an ``attach()`` that is safe to call twice):
 * :class:`SweepRecorder` records per iteration the LR, the training loss, loss and perf on the
   held-out slice, and the squared gradient norms that the :class:`NoiseTrainer` of
   :func:`create_noise_trainer` keeps in its ``grad_norms``;
-* :class:`~ignite_seg.handlers.DivergenceStop` with a :class:`~ignite_seg.smoothing.DivergenceMonitor`
+* :class:`~ignite_seg.engine.handlers.DivergenceStop` with a :class:`~ignite_seg.smoothing.DivergenceMonitor`
   ends the sweep when the EMA loss exceeds ``diverge_th`` times its minimum;
 * :class:`LRRangeTest` bundles the three as a temporary intervention (a context manager that
   leaves the model and the optimizer as it found them, like ignite's ``FastaiLRFinder``).
@@ -35,12 +35,12 @@ from ignite.handlers import LinearCyclicalScheduler, LRScheduler
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import Subset
 
+from ..config.hyperparameters import OptimizerName
+from ..config.specs import LoaderSpec
+from ..smoothing import DivergenceMonitor
 from .data import Batches, TensorData, as_tensor_data, gather
 from .handlers import CurveRecorder, DivergenceStop, output_loss
-from .hparams import OptimizerName
-from .loaders import LoaderSpec
-from .perf import AccuracyStyle, LossFn, Probe, evaluate
-from .smoothing import DivergenceMonitor
+from .metrics import AccuracyStyle, LossFn, Probe, evaluate
 from .trainer import build_recipe, create_trainer, make_optimizer, resolve_device, set_threads
 
 __all__ = [
@@ -176,7 +176,7 @@ class GeometricLR(LRScheduler):
 
 
 class GradNorms(NamedTuple):
-    """Squared gradient norms of one noise-trainer step, at two batch sizes (see :mod:`ignite_seg.noise_scale`)."""
+    """Squared gradient norms of one noise-trainer step, at two batch sizes (see :mod:`ignite_seg.tuning.noise_scale`)."""
 
     sq_small: float  #: mean over the chunks of ``|g_c|²``
     sq_big: float  #: ``|mean g_c|²``, the whole batch's
@@ -237,7 +237,7 @@ class LRRangeTest:
     """The LR range test as a temporary intervention on a trainer.
 
     While attached, the learning rate grows geometrically (:class:`GeometricLR`), ``recorder``
-    records every iteration and a :class:`~ignite_seg.handlers.DivergenceStop` ends the run at
+    records every iteration and a :class:`~ignite_seg.engine.handlers.DivergenceStop` ends the run at
     divergence; :attr:`diverged_at` is its iteration (``None``: the sweep ran to the end).
 
     Example:
@@ -292,7 +292,7 @@ def create_noise_trainer(
     The batch of ``B`` is split into ``chunks`` chunks of ``B / chunks``; with ``g_c`` the chunk
     gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step keeps
     ``trainer.grad_norms = GradNorms(mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
-    two batch sizes from which :mod:`ignite_seg.noise_scale` estimates the noise scale. Batches
+    two batch sizes from which :mod:`ignite_seg.tuning.noise_scale` estimates the noise scale. Batches
     that do not split evenly, and every batch with ``chunks=1`` (a sweep that needs no noise
     scale), get plain updates and no norms.
     """

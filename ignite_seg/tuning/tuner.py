@@ -5,12 +5,12 @@
     LR range test -> noise scale -> batch-size candidates (successive halving)
                   -> rescan of the LR range at the chosen batch size (optional) -> schedule
 
-Every parallel piece (sweep repeats, candidate runs) is a task of :mod:`ignite_seg.sweeps` run on
-the caller's :class:`~ignite_seg.execution.TaskRunner`; the maths lives in the pure modules
-:mod:`~ignite_seg.lr_range`, :mod:`~ignite_seg.noise_scale`, :mod:`~ignite_seg.batch_search` and
-:mod:`~ignite_seg.schedule`. Only this process writes files, each atomically as its step ends,
+Every parallel piece (sweep repeats, candidate runs) is a task of :mod:`ignite_seg.engine.sweeps` run on
+the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner`; the maths lives in the pure modules
+:mod:`~ignite_seg.tuning.lr_range`, :mod:`~ignite_seg.tuning.noise_scale`, :mod:`~ignite_seg.tuning.batch_search` and
+:mod:`~ignite_seg.tuning.schedule`. Only this process writes files, each atomically as its step ends,
 ``hparams/final.json`` last: a tune killed half way is redone on continuation. What each file in
-``hparams/`` holds is its record in :mod:`ignite_seg.schemas`.
+``hparams/`` holds is its record in :mod:`ignite_seg.storage.schemas`.
 """
 from __future__ import annotations
 
@@ -22,26 +22,15 @@ from typing import Any, Iterable, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .batch_search import batch_candidates, centre_batch, scale_lr
-from .exceptions import TuningError
-from .execution import TaskRunner
-from .fileio import write_json
-from .folder import RunFolder
-from .hparams import FixedHyperparameters, HyperparameterSettings
-from .loaders import LoaderSpec
-from .lr_range import (
-    LRRangeChoice,
-    RangeRule,
-    choose_lr_range,
-    geometric_lrs,
-    log_lr_derivative,
-    mean_curve,
-    smooth_curves,
-)
-from .noise_scale import pooled_noise_scale
-from .perf import AccuracyStyle
-from .schedule import choose_schedule
-from .schemas import (
+from ..config.hyperparameters import FixedHyperparameters, HyperparameterSettings
+from ..config.specs import LoaderSpec
+from ..engine.metrics import AccuracyStyle
+from ..engine.sweeps import LRSweepResult, LRSweepTask, RecipeSpec, run_lr_sweep
+from ..exceptions import TuningError
+from ..runtime.tasks import TaskRunner
+from ..storage.atomic import write_json
+from ..storage.run_folder import RunFolder
+from ..storage.schemas import (
     BS_NPZ,
     FINAL_JSON,
     LR_INITIAL_NPZ,
@@ -56,9 +45,20 @@ from .schemas import (
     MiscLog,
     ScheduleStep,
 )
-from .sweeps import LRSweepResult, LRSweepTask, RecipeSpec, run_lr_sweep
-from .tuner_batch import BatchSearch, batch_search
-from .tuner_context import TuneRun, derive_seed, last_line, run_tasks
+from .batch_runs import BatchSearch, batch_search
+from .batch_search import batch_candidates, centre_batch, scale_lr
+from .context import TuneRun, derive_seed, last_line, run_tasks
+from .lr_range import (
+    LRRangeChoice,
+    RangeRule,
+    choose_lr_range,
+    geometric_lrs,
+    log_lr_derivative,
+    mean_curve,
+    smooth_curves,
+)
+from .noise_scale import pooled_noise_scale
+from .schedule import choose_schedule
 
 __all__ = ["tune", "holdout_indices", "derive_seed"]
 
@@ -92,7 +92,7 @@ def tune(
         settings: the tuner's settings (a preset or a customised one).
         specs: loader specs ``{"model", "dataset", "loss"}``.
         accuracy_style: how perf is measured on the held-out slice of the training set.
-        facts: what :func:`ignite_seg.validation.probe_recipe` found (``n_train``).
+        facts: what :func:`ignite_seg.engine.probe.probe_recipe` found (``n_train``).
         seed: the run's seed; the same seed gives the same choice.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
 

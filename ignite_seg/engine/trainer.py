@@ -3,7 +3,7 @@
 Each training feature is a handler with an ``attach()`` that is safe to call twice:
 
 * ignite's ``LinearCyclicalScheduler`` for the triangular learning-rate schedule;
-* :class:`~ignite_seg.handlers.DivergenceStop` stops the run at the first non-finite loss and
+* :class:`~ignite_seg.engine.handlers.DivergenceStop` stops the run at the first non-finite loss and
   records the iteration;
 * :class:`ThroughTimeRecorder` measures loss and perf on fixed subsets of the training and
   validation sets ``snapshots_per_epoch`` times per epoch;
@@ -28,11 +28,11 @@ import torch
 from ignite.engine import Engine, Events
 from ignite.handlers import LinearCyclicalScheduler
 
+from ..config.hyperparameters import FixedHyperparameters, OptimizerName
+from ..config.specs import LoaderSpec
 from .data import Batches, TensorData, as_tensor_data, eval_batches, gather
 from .handlers import CurveRecorder, DivergenceStop
-from .hparams import FixedHyperparameters, OptimizerName
-from .loaders import LoaderSpec
-from .perf import AccuracyStyle, LossFn, Probe, evaluate
+from .metrics import AccuracyStyle, LossFn, Probe, evaluate
 
 __all__ = [
     "TrialTask",

@@ -8,7 +8,7 @@ from typing import Any
 
 import psutil
 
-from .exceptions import ConfigError, ConfigTypeError
+from ..exceptions import ConfigError, ConfigTypeError
 
 __all__ = [
     "resolve_cores", "usable_cpus", "check_cores", "check_executor", "check_timeout", "check_reproducible_executor",

@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..smoothing import moving_average
 from .result_keys import curve_keys, final_keys, is_curve_key, is_final_key
-from .smoothing import moving_average
 
 __all__ = ["Collator", "FINAL_KEYS", "CURVE_KEYS"]
 

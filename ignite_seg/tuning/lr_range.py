@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .exceptions import TuningError
+from ..exceptions import TuningError
+from ..smoothing import REGAIN_MIN_IMPROVEMENT, moving_average, nanmean
 from .lr_valley import MIN_POINTS, eligible_slopes, start_and_minimum
-from .smoothing import REGAIN_MIN_IMPROVEMENT, moving_average, nanmean
 
 __all__ = [
     "geometric_lrs",
@@ -170,7 +170,7 @@ class RangeRule:
         min_improvement: smallest relative loss improvement that counts as learning.
         window_decades: look for the interval only this many decades below the last usable LR
             (the divergence, or the sweep's end), and never past the valley floor (where the loss
-            first rises :data:`~ignite_seg.lr_valley.VALLEY_TOL` of the improvement above its minimum: a dip after a rise
+            first rises :data:`~ignite_seg.tuning.lr_valley.VALLEY_TOL` of the improvement above its minimum: a dip after a rise
             that tripped no divergence rule is noise, not a better LR); when the loss does not fall
             there at all, this many decades below the loss minimum. Far below it, a sweep's loss falls
             because the model is young, not because the LR is good (the range test's known confound:

@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 from ignite.engine import Engine, Events
 
-from .smoothing import DivergenceMonitor
+from ..smoothing import DivergenceMonitor
 
 __all__ = ["output_loss", "DivergenceStop", "CurveRecorder"]
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .exceptions import ConfigError, ConfigTypeError
+from ..exceptions import ConfigError, ConfigTypeError
 
 __all__ = ["LoaderSpec", "normalize_spec", "resolve_main_module"]
 

@@ -3,7 +3,7 @@
 =======================  ==============================================================
 file                     record
 =======================  ==============================================================
-``final.json``           :class:`~ignite_seg.hparams.FixedHyperparameters` (:func:`read_final`)
+``final.json``           :class:`~ignite_seg.config.hyperparameters.FixedHyperparameters` (:func:`read_final`)
 ``misc.json``            :class:`MiscFile` (every decision of the tuner and its inputs)
 ``lr_vs_perf.npz``       :class:`LRSweepFile` (also ``lr_vs_perf_initial.npz`` after a rescan)
 ``bs_vs_perf.npz``       :class:`BatchSweepFile`
@@ -31,10 +31,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .fileio import read_json, write_json
-from .hparams import FixedHyperparameters
+from ..config.hyperparameters import FixedHyperparameters
+from ..smoothing import moving_average, nanmean
+from .atomic import read_json, write_json
 from .schema_base import JsonSection, NpzRecord, SchemaError, absent_ok, check_keys, optional, section
-from .smoothing import moving_average, nanmean
 
 __all__ = [
     "FINAL_JSON", "MISC_JSON", "LR_NPZ", "LR_INITIAL_NPZ", "BS_NPZ", "SAMPLED_NPZ", "HPARAM_FILES",

@@ -1,7 +1,7 @@
 """What the tuner's steps share: the tune's context, the seeds of its tasks and running them.
 
-Every parallel piece of a tune (sweep repeats, candidate runs) is a task of :mod:`ignite_seg.sweeps`
-run on the caller's :class:`~ignite_seg.execution.TaskRunner` through :func:`run_tasks`, which
+Every parallel piece of a tune (sweep repeats, candidate runs) is a task of :mod:`ignite_seg.engine.sweeps`
+run on the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner` through :func:`run_tasks`, which
 charges the compute to a stage of ``misc.json``.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from .execution import TaskLost, TaskRunner
-from .hparams import HyperparameterSettings
-from .schemas import MiscLog
-from .sweeps import RecipeSpec
+from ..config.hyperparameters import HyperparameterSettings
+from ..engine.sweeps import RecipeSpec
+from ..runtime.tasks import TaskLost, TaskRunner
+from ..storage.schemas import MiscLog
 
 __all__ = ["derive_seed", "TuneRun", "run_tasks", "last_line"]
 

@@ -25,7 +25,7 @@ from ignite.utils import convert_tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 from torch.utils.data._utils.collate import default_collate
 
-from .exceptions import ConfigError, ConfigTypeError
+from ..exceptions import ConfigError, ConfigTypeError
 
 __all__ = [
     "Data",

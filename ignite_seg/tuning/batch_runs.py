@@ -1,7 +1,7 @@
 """The batch-size candidates' runs: successive halving over short runs, repeats in parallel.
 
-The ranking maths is :mod:`ignite_seg.batch_search`'s; this module runs the rungs on the tune's
-:class:`~ignite_seg.execution.TaskRunner` and keeps every rung's scores for ``bs_sampled.npz``.
+The ranking maths is :mod:`ignite_seg.tuning.batch_search`'s; this module runs the rungs on the tune's
+:class:`~ignite_seg.runtime.tasks.TaskRunner` and keeps every rung's scores for ``bs_sampled.npz``.
 """
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..config.hyperparameters import HyperparameterSettings
+from ..engine.sweeps import BatchRunResult, BatchRunTask, run_batch_trial
+from ..exceptions import TuningError
+from ..storage.schemas import BatchSearchProgress, Rung, RungNote
 from .batch_search import halving_survivors, rank_scores, rank_with_ties, scale_lr
-from .exceptions import TuningError
-from .hparams import HyperparameterSettings
-from .schemas import BatchSearchProgress, Rung, RungNote
-from .sweeps import BatchRunResult, BatchRunTask, run_batch_trial
-from .tuner_context import TuneRun, derive_seed, last_line, run_tasks
+from .context import TuneRun, derive_seed, last_line, run_tasks
 
 __all__ = ["BatchSearch", "batch_search"]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .exceptions import ConfigError, ConfigTypeError
+from ..exceptions import ConfigError, ConfigTypeError
 
 __all__ = ["check_int", "check_choice", "check_bool", "check_trials", "check_device"]
 

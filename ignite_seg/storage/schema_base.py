@@ -1,4 +1,4 @@
-"""The machinery of the file records in :mod:`ignite_seg.schemas`: keys checked, arrays and JSON converted.
+"""The machinery of the file records in :mod:`ignite_seg.storage.schemas`: keys checked, arrays and JSON converted.
 
 A record is a frozen dataclass. Its fields are the file's keys; a field with a default may be absent
 from a file written by an older version (or by hand) and reads as that default, unless the reading
@@ -13,8 +13,8 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from .exceptions import IgniteSegError
-from .fileio import write_npz
+from ..exceptions import IgniteSegError
+from .atomic import write_npz
 
 __all__ = ["SchemaError", "NpzRecord", "JsonSection", "check_keys", "optional", "absent_ok", "section"]
 

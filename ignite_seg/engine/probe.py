@@ -12,11 +12,11 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
-from .checks import check_choice
+from ..config.checks import check_choice
+from ..config.specs import LoaderSpec
+from ..exceptions import ConfigError
 from .data import as_tensor_data, gather
-from .exceptions import ConfigError
-from .loaders import LoaderSpec
-from .perf import ACCURACY_STYLES
+from .metrics import ACCURACY_STYLES
 
 __all__ = ["probe_recipe"]
 

@@ -1,0 +1,1 @@
+"""config layer of ignite_seg (see docs/architecture.md)."""

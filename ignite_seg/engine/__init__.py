@@ -1,0 +1,1 @@
+"""engine layer of ignite_seg (see docs/architecture.md)."""

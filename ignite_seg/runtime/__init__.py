@@ -1,0 +1,1 @@
+"""runtime layer of ignite_seg (see docs/architecture.md)."""

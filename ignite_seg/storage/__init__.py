@@ -1,0 +1,1 @@
+"""storage layer of ignite_seg (see docs/architecture.md)."""

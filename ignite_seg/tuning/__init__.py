@@ -1,0 +1,1 @@
+"""tuning layer of ignite_seg (see docs/architecture.md)."""
