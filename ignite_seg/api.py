@@ -26,7 +26,7 @@ from .folder import LOCK_NAME, FolderLock, RunFolder, archive_folder
 from .hparams import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
 from .loaders import LoaderSpec, normalize_spec
 from .logs import ensure_logging
-from .perf import ACCURACY_STYLES
+from .scoring import ACCURACY_STYLES
 from .validation import check_bool, check_choice, check_device, check_executor, check_int, probe_recipe
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
@@ -123,6 +123,7 @@ def train(
     device: str = "auto",
     seed: int | None = None,
     snapshots_per_epoch: int = 10,
+    metrics: Mapping[str, LoaderLike] | None = None,
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
 
@@ -147,6 +148,8 @@ def train(
         device: ``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N``.
         seed: seed of the tuning and the trials; ``None`` draws one and records it in run.json.
         snapshots_per_epoch: through-time measurements per epoch.
+        metrics: custom ignite ``Metric``s as loader specs by name, measured on the training set
+            and every validation set (recorded as ``metric_<name>_<part>``).
 
     Example:
         >>> import ignite_seg  # doctest: +SKIP
@@ -162,6 +165,7 @@ def train(
         "dataset": normalize_spec(dataset_loader, "dataset_loader"),
         "loss": normalize_spec(loss_loader, "loss_loader"),
     }
+    metric_specs = {name: normalize_spec(spec, f"metrics[{name!r}]") for name, spec in (metrics or {}).items()}
     hp_settings = resolve_hyperparameters(hyperparameters)
     analysis_settings = resolve_analysis(analysis)
     collect = resolve_analysis(allow_later_analysis_up_to, "allow_later_analysis_up_to")
@@ -202,7 +206,7 @@ def train(
     try:
         return _run(
             rf, specs, hp_settings, analysis_settings, collect, accuracy_style, trials, trials_strict,
-            n_cores, executor, device, seed, snapshots_per_epoch, previous, facts,
+            n_cores, executor, device, seed, snapshots_per_epoch, previous, facts, metric_specs,
         )
     finally:
         lock.release()
@@ -283,6 +287,7 @@ def _run(
     snapshots_per_epoch: int,
     previous: dict[str, Any] | None,
     facts: Mapping[str, Any],
+    metric_specs: Mapping[str, LoaderSpec] | None = None,
 ) -> TrainResult:
     base_seed = int(previous["seed"]) if previous else (
         seed if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
@@ -348,7 +353,7 @@ def _run(
                 trial_id=t, model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], hparams=hp,
                 accuracy_style=accuracy_style, seed=trial_seed(base_seed, t), device=device,
                 snapshots_per_epoch=snapshots_per_epoch, record_hidden=(t == record_hidden_id),
-                threads=runner.task_threads,
+                threads=runner.task_threads, metrics=dict(metric_specs or {}),
             )
             for t in todo
         ]

@@ -35,13 +35,23 @@ from ignite.handlers import LinearCyclicalScheduler, LRScheduler
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import Subset
 
-from .data import Batches, TensorData, as_tensor_data, gather
+from .batching import Batches, BatchSource, PrepareBatch, default_prepare_batch
 from .handlers import CurveRecorder, DivergenceStop, output_loss
 from .hparams import OptimizerName
 from .loaders import LoaderSpec
 from .lr_range import DivergenceMonitor
-from .perf import AccuracyStyle, LossFn, Probe, evaluate
-from .trainer import build_recipe, create_trainer, make_optimizer, resolve_device, set_threads
+from .scoring import AccuracyStyle, Scorer
+from .trainer import (
+    SNAPSHOT_POINTS,
+    LossFn,
+    build_recipe,
+    create_trainer,
+    loss_to,
+    make_optimizer,
+    passthrough,
+    resolve_device,
+    set_threads,
+)
 
 __all__ = [
     "RecipeSpec",
@@ -195,7 +205,8 @@ class NoiseTrainer(Engine):
 class SweepRecorder(CurveRecorder):
     """Per iteration: LR, training loss, held-out loss and perf, and squared gradient norms.
 
-    The LR is the first param group's of the optimizer passed to :meth:`attach` (NaN without one);
+    ``holdout`` is a list of prepared batches (``(x, y)`` on the device), measured by ``scorer``
+    as they are (its ``prepare_batch`` should pass them through). The LR is the first param group's of the optimizer passed to :meth:`attach` (NaN without one);
     the norms are those of a :class:`NoiseTrainer` (NaN on any other engine or a plain step).
     """
 
@@ -204,14 +215,11 @@ class SweepRecorder(CurveRecorder):
     def __init__(
         self,
         model: torch.nn.Module,
-        loss_fn: LossFn,
-        holdout: tuple[torch.Tensor, torch.Tensor],
-        style: AccuracyStyle,
-        device: torch.device,
+        scorer: Scorer,
+        holdout: list[Any],
     ) -> None:
         super().__init__()
-        self.probe = Probe(model, loss_fn, style, device)
-        self.holdout = self.probe.to_device(holdout)
+        self.model, self.scorer, self.holdout = model, scorer, holdout
         self.optimizer: torch.optim.Optimizer | None = None
 
     def attach(self, engine: Engine, optimizer: torch.optim.Optimizer | None = None) -> None:
@@ -226,11 +234,16 @@ class SweepRecorder(CurveRecorder):
 
     def record(self, engine: Engine) -> None:
         loss = output_loss(engine)
-        hold_loss, perf = self.probe(self.holdout) if math.isfinite(loss) else (math.nan, math.nan)
+        hold_loss, perf = self._score() if math.isfinite(loss) else (math.nan, math.nan)
         norms = (engine.grad_norms if isinstance(engine, NoiseTrainer) else None) or (math.nan,) * 4
         lr = self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else math.nan
         self.append(lrs=lr, losses=loss, holdout_losses=hold_loss, perfs=perf,
                     **dict(zip(("sq_small", "sq_big", "b_small", "b_big"), norms)))
+
+
+    def _score(self) -> tuple[float, float]:
+        scores = self.scorer.measure(self.model, self.holdout)
+        return scores["loss"], scores["perf"]
 
 
 class LRRangeTest:
@@ -286,6 +299,7 @@ def create_noise_trainer(
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     device: torch.device,
     chunks: int,
+    prepare_batch: PrepareBatch | None = None,
 ) -> NoiseTrainer:
     """An ``Engine`` whose step is one SGD update on the batch's mean gradient, computed chunk by chunk.
 
@@ -294,16 +308,18 @@ def create_noise_trainer(
     ``trainer.grad_norms = GradNorms(mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
     two batch sizes from which :mod:`ignite_seg.noise_scale` estimates the noise scale. Batches
     that do not split evenly, and every batch with ``chunks=1`` (a sweep that needs no noise
-    scale), get plain updates and no norms.
+    scale), get plain updates and no norms. Raw batches go through ``prepare_batch`` (ignite's
+    default when ``None``); an input ``x`` is split along its first dimension, tensor by tensor
+    inside tuples, lists and dicts (an input of any other type gets plain updates).
     """
     params = [p for p in model.parameters() if p.requires_grad]
+    prepare = prepare_batch or default_prepare_batch
 
-    def step(engine: Engine, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
+    def step(engine: Engine, batch: Any) -> float:
         model.train()
-        x, y = batch
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        n = int(x.shape[0])
-        k = chunks if n % chunks == 0 and n >= 2 * chunks else 1
+        x, y = prepare(batch, device, True)
+        n = int(y.shape[0])
+        k = chunks if n % chunks == 0 and n >= 2 * chunks and _splittable(x, n) else 1
         if k == 1:  # a plain update: no norms to measure (chunks=1, or a batch that does not split)
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)
@@ -314,7 +330,7 @@ def create_noise_trainer(
         total = None
         sq_small = 0.0
         loss_sum = 0.0
-        for xc, yc in zip(x.chunk(k), y.chunk(k)):
+        for xc, yc in zip(_split(x, k), y.chunk(k)):
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(xc), yc)
             loss.backward()
@@ -336,14 +352,38 @@ def create_noise_trainer(
     return trainer
 
 
+def _splittable(x: Any, n: int) -> bool:
+    """Whether :func:`_split` can cut ``x`` into chunks along a first dimension of ``n``."""
+    if isinstance(x, torch.Tensor):
+        return x.ndim >= 1 and int(x.shape[0]) == n
+    if isinstance(x, (tuple, list)):
+        return len(x) > 0 and all(_splittable(v, n) for v in x)
+    if isinstance(x, dict):
+        return len(x) > 0 and all(_splittable(v, n) for v in x.values())
+    return False
+
+
+def _split(x: Any, k: int) -> list[Any]:
+    """``x`` (a tensor, or tuples/lists/dicts of them) cut into ``k`` equal chunks along dimension 0."""
+    if isinstance(x, torch.Tensor):
+        return list(x.chunk(k))
+    if isinstance(x, dict):
+        parts = {key: _split(v, k) for key, v in x.items()}
+        return [{key: p[i] for key, p in parts.items()} for i in range(k)]
+    return [type(x)(chunk) for chunk in zip(*(_split(v, k) for v in x))]
+
+
 # -- task functions -------------------------------------------------------------------------------
 @dataclass
 class _Prepared:
     model: torch.nn.Module
     loss_fn: LossFn
-    fit: Any
-    holdout: tuple[torch.Tensor, torch.Tensor]
+    fit: BatchSource
+    #: the held-out slice of the training set: fixed batches, prepared on the device
+    holdout: list[Any]
     device: torch.device
+    prepare_batch: PrepareBatch
+    scorer: Scorer
 
 
 def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared:
@@ -352,17 +392,16 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
     torch.manual_seed(init_seed)
     built = build_recipe(recipe.model, recipe.dataset, recipe.loss)
     device = resolve_device(recipe.device, device_index)
-    tensors = as_tensor_data(built.train_set)
-    train = built.train_set if tensors is None else tensors
+    pin = device.type == "cuda"
+    train = BatchSource(built.data.train, built.data, pin_memory=pin)
     held = np.asarray(recipe.holdout, dtype=np.int64)
     rest = np.setdiff1d(np.arange(len(train)), held)
-    holdout = gather(train, torch.from_numpy(held))
-    if isinstance(train, TensorData):
-        idx = torch.as_tensor(rest)
-        fit: Any = TensorData(train.x[idx], train.y[idx])
-    else:
-        fit = Subset(train, rest.tolist())
-    return _Prepared(built.model.to(device), built.loss_fn, fit, holdout, device)
+    prepare = built.prepare_batch
+    holdout = [prepare(b, device, False) for b in train.fixed(recipe.holdout, batch_size=SNAPSHOT_POINTS)]
+    fit = BatchSource(Subset(train.dataset, rest.tolist()), built.data, pin_memory=pin)
+    loss_fn = loss_to(built.loss_fn, device)
+    scorer = Scorer(loss_fn, recipe.accuracy_style, prepare_batch=passthrough)
+    return _Prepared(built.model.to(device), loss_fn, fit, holdout, device, prepare, scorer)
 
 
 def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
@@ -377,8 +416,9 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
         prep = _prepare(task.recipe, task.init_seed, task.device_index)
         result.prepare_seconds = time.perf_counter() - t0
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
-        engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks)
-        recorder = SweepRecorder(prep.model, prep.loss_fn, prep.holdout, task.recipe.accuracy_style, prep.device)
+        engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks,
+                                      prep.prepare_batch)
+        recorder = SweepRecorder(prep.model, prep.scorer, prep.holdout)
         test = LRRangeTest(task.lr_start, task.lr_end, task.iterations, task.diverge_th, task.smooth_f, recorder,
                            task.diverge_regain)
         batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.data_seed))
@@ -402,7 +442,7 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
         batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.seed))
         iterations = max(2, int(round(task.epochs * len(batches))))
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_min)
-        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device)
+        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, prepare_batch=prep.prepare_batch)
         scheduler = LinearCyclicalScheduler(
             optimizer, "lr", start_value=task.lr_min, end_value=task.lr_max, cycle_size=iterations
         )
@@ -415,9 +455,8 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
         if stop.diverged_at is not None:
             result.status, result.perf, result.loss = "diverged", 0.0, math.inf
         else:
-            result.loss, result.perf = evaluate(
-                prep.model, prep.loss_fn, [prep.holdout], task.recipe.accuracy_style, prep.device
-            )
+            scores = prep.scorer.measure(prep.model, prep.holdout)
+            result.loss, result.perf = scores["loss"], scores["perf"]
             finite = math.isfinite(result.loss) and math.isfinite(result.perf)
             result.status = "completed" if finite else "diverged"
             if not finite:
@@ -430,7 +469,7 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
 
 def _examples(batches: Batches, iterations: int) -> int:
     """Training examples processed in ``iterations`` iterations (the last batch may be short)."""
-    n = len(batches.dataset)  # type: ignore[arg-type]
+    n = len(batches.source)
     per_epoch = len(batches)
     full, part = divmod(int(iterations), per_epoch)
     return full * n + min(part * batches.batch_size, n)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,8 +11,9 @@ from ignite.engine import Engine, Events
 from ignite.handlers import LRScheduler
 from tasks import blobs, mlp
 
-from ignite_seg.data import Batches, TensorData
+from ignite_seg.batching import Batches, BatchSource, Data
 from ignite_seg.loaders import normalize_spec
+from ignite_seg.scoring import Scorer
 from ignite_seg.sweeps import (
     BatchRunTask,
     GeometricLR,
@@ -30,7 +32,7 @@ from ignite_seg.sweeps import (
 def data():
     train, _ = blobs()
     x, y = train.tensors
-    return TensorData(x, y)
+    return SimpleNamespace(x=x, y=y, source=BatchSource(train, Data(train, train)))
 
 
 def test_noise_trainer_update_is_the_full_batch_update_and_norms_are_exact():
@@ -66,10 +68,10 @@ def test_range_test_records_geometric_lrs_and_restores_model_and_optimizer():
     opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     opt_before = copy.deepcopy(opt.state_dict())
     engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=2)
-    rec = SweepRecorder(model, loss_fn, (d.x[:16], d.y[:16]), "classification", torch.device("cpu"))
+    rec = SweepRecorder(model, Scorer(loss_fn, "classification"), [(d.x[:16], d.y[:16])])
     test = LRRangeTest(1e-3, 1.0, 40, diverge_th=50.0, smooth_f=0.1, recorder=rec)
     with test.attach(engine, model, opt) as e:
-        e.run(Batches(d, 16, torch.Generator().manual_seed(0)), max_iters=40)
+        e.run(Batches(d.source, 16, torch.Generator().manual_seed(0)), max_iters=40)
         test.recorder.attach(e)  # attach twice: still one handler
         assert sum(1 for h in e._event_handlers[Events.ITERATION_COMPLETED] if h[0] == rec.record) == 1
     arrays = rec.arrays()
@@ -120,11 +122,11 @@ def test_range_test_publishes_its_divergence_iteration():
     loss_fn = torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=1)
-    rec = SweepRecorder(model, loss_fn, (d.x[:16], d.y[:16]), "classification", torch.device("cpu"))
+    rec = SweepRecorder(model, Scorer(loss_fn, "classification"), [(d.x[:16], d.y[:16])])
     test = LRRangeTest(1e-2, 1e6, 60, diverge_th=2.0, smooth_f=0.5, recorder=rec)
     assert test.diverged_at is None
     with test.attach(engine, model, opt) as e:
-        state = e.run(Batches(d, 16, torch.Generator().manual_seed(0)), max_iters=60)
+        state = e.run(Batches(d.source, 16, torch.Generator().manual_seed(0)), max_iters=60)
     assert test.diverged_at == state.iteration == rec.arrays()["losses"].size < 60
     assert not hasattr(state, "diverged_at")
 
