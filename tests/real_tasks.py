@@ -201,3 +201,9 @@ class WeightedLoss(nn.CrossEntropyLoss):
     def to(self, *args, **kwargs):
         MOVES.append(torch.device(args[0] if args else kwargs["device"]))
         return super().to(*args, **kwargs)
+
+
+def flips_in_workers(log: str | None = None, num_workers: int = 2) -> ignite_seg.Data:
+    """:func:`flips` loaded by ``num_workers`` DataLoader worker processes."""
+    tr, va = flips(log)
+    return ignite_seg.Data(tr, va, num_workers=num_workers)

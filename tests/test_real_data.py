@@ -93,3 +93,11 @@ def test_two_named_validation_sets_are_both_recorded_the_primary_under_ignite_si
     result = json.loads((folder / "trials" / "0" / "result.json").read_text())
     assert {"perf_val", "perf_val_shifted"} <= set(result)
     assert not np.allclose(results["final_perf_val"], results["final_perf_val_shifted"])
+
+
+def test_a_trial_worker_loads_with_its_own_dataloader_workers(run_kwargs):
+    res = ignite_seg.train(
+        ("tasks", "mlp", (), {}), ("real_tasks", "flips_in_workers", (), {}),
+        ("torch.nn", "CrossEntropyLoss", (), {}), **{**run_kwargs, "trials": 1, "trials_strict": True},
+    )
+    assert [t.status for t in res.trials] == ["completed"], res

@@ -118,3 +118,24 @@ def test_a_padded_sequence_trial_records_hidden_layers_of_a_tuple_input_and_igno
     real = batch.targets != real_tasks.PAD
     assert out.metrics["perf_val"] == pytest.approx(float((pred[real] == batch.targets[real]).float().mean()))
     assert 0.0 <= out.metrics["metric_iou_val"] <= 1.0
+
+
+def test_dataloader_workers_persist_across_epochs_and_draw_augmentation_afresh(tmp_path):
+    import os
+
+    log = tmp_path / "reads.log"
+    task = TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}),
+                     dataset=spec("real_tasks", "flips_in_workers", (), {"log": str(log)}),
+                     loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
+                     seed=0, device="cpu")
+    out = run_trial(task)
+    assert out.status == "completed", out.error
+    reads = [line.split() for line in log.read_text().splitlines()]
+    in_workers = [r for r in reads if int(r[0]) != os.getpid()]
+    n = 48  # items in the training set: two epochs, then the final evaluation's pass
+    epoch1, epoch2 = in_workers[:n], in_workers[n : 2 * n]
+    assert sorted(int(i) for _, i, _ in epoch1) == sorted(int(i) for _, i, _ in epoch2) == list(range(n))
+    pids = {p for p, _, _ in epoch1}
+    assert len(pids) == 2 and {p for p, _, _ in epoch2} == pids  # the same two workers serve both epochs
+    flips1 = {i: f for _, i, f in epoch1}
+    assert sum(flips1[i] != f for _, i, f in epoch2) > n // 8  # each epoch draws its own flips
