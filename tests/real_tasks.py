@@ -207,3 +207,14 @@ def flips_in_workers(log: str | None = None, num_workers: int = 2) -> ignite_seg
     """:func:`flips` loaded by ``num_workers`` DataLoader worker processes."""
     tr, va = flips(log)
     return ignite_seg.Data(tr, va, num_workers=num_workers)
+
+
+def tagging_without_collate():
+    """Variable-length sequences as a plain pair: two items cannot be stacked."""
+    return Sequences(16, 0), Sequences(8, 1)
+
+
+def dict_items_without_prepare() -> ignite_seg.Data:
+    """Dict items collated by default into a dict batch, with no prepare_batch to split it."""
+    return ignite_seg.Data(DictItems(16, 0), DictItems(8, 1), collate_fn=lambda items: {
+        k: torch.stack([item[k] for item in items]) for k in items[0]})

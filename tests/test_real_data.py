@@ -101,3 +101,17 @@ def test_a_trial_worker_loads_with_its_own_dataloader_workers(run_kwargs):
         ("torch.nn", "CrossEntropyLoss", (), {}), **{**run_kwargs, "trials": 1, "trials_strict": True},
     )
     assert [t.status for t in res.trials] == ["completed"], res
+
+
+@pytest.mark.parametrize(
+    "dataset, model, match",
+    [
+        (("real_tasks", "tagging_without_collate", (), {}), TAGGER, r"cannot be batched together.*collate_fn"),
+        (("real_tasks", "dict_items_without_prepare", (), {}), ("real_tasks", "TwoInputs", (), {}),
+         r"prepare_batch fails.*\{'a': \(2, 3\).*prepare_batch=\.\.\."),
+    ],
+    ids=["ragged-without-collate_fn", "dict-batch-without-prepare_batch"],
+)
+def test_the_probe_names_the_batch_and_the_fix(run_kwargs, dataset, model, match):
+    with pytest.raises(ignite_seg.ConfigError, match=match):
+        ignite_seg.train(model, dataset, TAG_LOSS, **run_kwargs)
