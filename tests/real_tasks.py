@@ -218,3 +218,11 @@ def dict_items_without_prepare() -> ignite_seg.Data:
     """Dict items collated by default into a dict batch, with no prepare_batch to split it."""
     return ignite_seg.Data(DictItems(16, 0), DictItems(8, 1), collate_fn=lambda items: {
         k: torch.stack([item[k] for item in items]) for k in items[0]})
+
+
+def cached_blobs() -> ignite_seg.Data:
+    """``tasks.blobs`` as plain item lists, read once and kept (``cache=True``)."""
+    from tasks import blobs_list
+
+    tr, va = blobs_list()
+    return ignite_seg.Data(tr, va, cache=True)

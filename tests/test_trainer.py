@@ -139,3 +139,16 @@ def test_dataloader_workers_persist_across_epochs_and_draw_augmentation_afresh(t
     assert len(pids) == 2 and {p for p, _, _ in epoch2} == pids  # the same two workers serve both epochs
     flips1 = {i: f for _, i, f in epoch1}
     assert sum(flips1[i] != f for _, i, f in epoch2) > n // 8  # each epoch draws its own flips
+
+
+def test_a_cached_item_dataset_trains_exactly_like_the_same_tensors():
+    def trial(dataset):
+        return run_trial(TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec(*dataset),
+                                   loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP,
+                                   accuracy_style="classification", seed=3, device="cpu"))
+
+    cached, tensors = trial(("real_tasks", "cached_blobs", (), {})), trial(("tasks", "blobs", (), {}))
+    assert cached.status == tensors.status == "completed"
+    assert cached.metrics == tensors.metrics
+    for key, values in tensors.throughtime.items():
+        np.testing.assert_array_equal(cached.throughtime[key], values)
