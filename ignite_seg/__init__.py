@@ -21,7 +21,7 @@ from .exceptions import (  # noqa: E402
     TuningError,
 )
 
-_LAZY = {"train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api"}
+_LAZY = {"Data": "engine.batching", "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api"}
 
 
 def __getattr__(name: str) -> object:
@@ -40,6 +40,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "__version__",
     "train",
+    "Data",
     "analyze",
     "load_model",
     "TrainResult",

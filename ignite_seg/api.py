@@ -17,10 +17,10 @@ from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.checks import check_bool, check_choice, check_device, check_int, check_trials
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
 from .config.specs import LoaderSpec, normalize_spec
-from .engine.metrics import ACCURACY_STYLES
 from .engine.probe import probe_recipe
+from .engine.scoring import ACCURACY_STYLES
 from .exceptions import ConfigError, FolderError
-from .run_plan import RunConfig, check_continuation, plan_trials, run_record, settle
+from .run_plan import RunConfig, check_continuation, check_metrics, check_same_metrics, plan_trials, run_record, settle
 from .runtime.checks import check_cores, check_executor, check_reproducible_executor, check_timeout
 from .runtime.logs import ensure_logging
 from .runtime.tasks import TaskLost, TaskRunner, prestart
@@ -122,6 +122,8 @@ def train(
     seed: int | None = None,
     snapshots_per_epoch: int = 10,
     trial_timeout: float | None = None,
+    metrics: Mapping[str, LoaderLike] | None = None,
+    metric_modes: Mapping[str, Literal["min", "max"]] | None = None,
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
 
@@ -154,6 +156,12 @@ def train(
             killed) and recorded as failed, "timed out after N s", and the run goes on. ``None``:
             no limit. With your own ``executor`` the trial cannot be stopped: it is recorded as
             failed and its result is ignored when it arrives. Tuning runs have no limit.
+        metrics: custom ignite ``Metric``s by name, as loader specs built in the workers; each is
+            fed ``(y_pred, y)`` and measured at every snapshot and at the end, on the training set
+            and on every validation set (keys ``metric_<name>_train``, ``metric_<name>_val``,
+            ``metric_<name>_val_<set>``; see docs/usage.md).
+        metric_modes: the direction of each custom metric, ``"max"`` or ``"min"`` (required for
+            every one: which trial is "best" is never guessed).
 
     Example:
         >>> import ignite_seg  # doctest: +SKIP
@@ -169,13 +177,15 @@ def train(
         recipe=(hyperparameters, analysis, allow_later_analysis_up_to, accuracy_style),
         plan=(trials, trials_strict, is_continuation, seed, snapshots_per_epoch),
         compute=(cores, executor, device, trial_timeout),
+        custom=(metrics, metric_modes),
     )
     previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
+    check_same_metrics(cfg, previous)
     cfg = settle(cfg, previous)
     facts = _probe(cfg)
     # archive an old run and take the lock; a second interrupt while the first is handled exits now
     with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
-        run_info = run_record(cfg, previous)
+        run_info = run_record(cfg, previous, facts["val_names"])
         rf.write_run(run_info)
         with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
             hp = _hyperparameters(rf, runner, cfg, facts)
@@ -193,6 +203,7 @@ def _validate(
     recipe: tuple[Any, Any, Any, Any],
     plan: tuple[Any, Any, Any, Any, Any],
     compute: tuple[Any, Any, Any, Any],
+    custom: tuple[Any, Any],
 ) -> RunConfig:
     """Check every argument of :func:`train` (in this process, writing nothing) into a :class:`RunConfig`."""
     hyperparameters, analysis, later, accuracy_style = recipe
@@ -201,6 +212,7 @@ def _validate(
     specs = {
         name: normalize_spec(value, f"{name}_loader") for name, value in zip(("model", "dataset", "loss"), loaders)
     }
+    metric_specs, metric_modes = check_metrics(*custom)
     analysis_settings = resolve_analysis(analysis)
     collect = resolve_analysis(later, "allow_later_analysis_up_to")
     check_choice("accuracy_style", accuracy_style, ACCURACY_STYLES)
@@ -220,6 +232,7 @@ def _validate(
         device=check_device(device), seed=check_int("seed", seed, 0, optional=True),
         snapshots_per_epoch=check_int("snapshots_per_epoch", snapshots_per_epoch, 1),  # type: ignore[arg-type]
         trial_timeout=check_timeout("trial_timeout", trial_timeout),
+        metric_specs=metric_specs, metric_modes=metric_modes,
     )
 
 
@@ -285,6 +298,7 @@ def _run_trials(
             trial_id=t, model=cfg.specs["model"], dataset=cfg.specs["dataset"], loss=cfg.specs["loss"], hparams=hp,
             accuracy_style=cfg.accuracy_style, seed=trial_seed(cfg.seed, t), device=cfg.device,
             snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
+            metrics=cfg.metric_specs,
             threads=runner.task_threads,
         )
         for t in todo

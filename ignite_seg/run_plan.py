@@ -12,19 +12,20 @@ import logging
 import platform
 import sys
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
-from .config.specs import LoaderSpec
-from .engine.metrics import AccuracyStyle
-from .exceptions import ConfigError, FolderError
+from .config.specs import LoaderSpec, normalize_spec
+from .engine.scoring import AccuracyStyle
+from .exceptions import ConfigError, ConfigTypeError, FolderError
 from .storage.atomic import read_json
+from .storage.result_keys import ResultKeys
 from .storage.run_folder import RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
 
 __all__ = ["RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials"]
@@ -51,6 +52,8 @@ class RunConfig:
     seed: int | None
     snapshots_per_epoch: int
     trial_timeout: float | None = None
+    metric_specs: Mapping[str, LoaderSpec] = field(default_factory=dict)
+    metric_modes: Mapping[str, str] = field(default_factory=dict)
 
 
 def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
@@ -139,8 +142,12 @@ def _versions() -> dict[str, str]:
     }
 
 
-def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``run.json`` of this call, in state ``running`` (a continuation keeps the folder's plan)."""
+def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Sequence[str] = ("val",)) -> dict[str, Any]:
+    """``run.json`` of this call, in state ``running`` (a continuation keeps the folder's plan).
+
+    ``val_names`` are the recipe's validation sets (the probe's), recorded with the custom metrics'
+    names and directions for the collation and the analysis (:class:`~ignite_seg.storage.result_keys.ResultKeys`).
+    """
     info: dict[str, Any] = dict(previous or {})
     info.update(
         {
@@ -161,6 +168,8 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None) -> dict[str, 
             "argv": sys.argv,
         }
     )
+    keys = {"val_names": list(val_names), "metric_names": list(cfg.metric_specs), "metric_modes": dict(cfg.metric_modes)}
+    info.update(ResultKeys.from_record(keys).to_record())
     if previous is not None and previous.get("state") == "complete":
         info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
     info["state"] = state("running")
@@ -188,3 +197,38 @@ def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | Non
         start = max(rf.trial_ids(), default=-1) + 1
         plan = list(range(start, start + n))
     return sorted(set(plan) | unfinished)
+
+
+def check_same_metrics(cfg: RunConfig, previous: Mapping[str, Any] | None) -> None:
+    old = list((previous or {}).get("metric_names") or [])
+    if previous is not None and old != list(cfg.metric_specs):
+        raise ConfigError(
+            f"is_continuation=True: metrics={sorted(cfg.metric_specs)} but the folder's trials recorded {old}; "
+            "trials of one run are collated together. Pass the same metrics, or start a new run."
+        )
+
+
+def check_metrics(metrics: Any, modes: Any) -> tuple[dict[str, LoaderSpec], dict[str, str]]:
+    """The custom metrics' specs and directions, every name valid and every direction given."""
+    if metrics is None:
+        metrics = {}
+    if not isinstance(metrics, Mapping):
+        raise ConfigTypeError(f"metrics must be a dict of name -> metric loader spec, got {metrics!r}.")
+    modes = dict(modes or {})
+    specs = {name: normalize_spec(spec, f"metrics[{name!r}]") for name, spec in metrics.items()}
+    for name in specs:
+        if modes.get(name) not in ("min", "max"):
+            raise ConfigError(
+                f"metric_modes[{name!r}]={modes.get(name)!r}: say whether a higher or lower {name} is better "
+                f"with metric_modes={{{name!r}: 'max'}} or 'min' (the direction is never guessed)."
+            )
+    extra = sorted(set(modes) - set(specs))
+    if extra:
+        raise ConfigError(f"metric_modes names {extra}, which are not in metrics={sorted(specs)}.")
+    if set(specs) & {"loss", "perf"}:
+        raise ConfigError(f"metrics: the names 'loss' and 'perf' are ignite_seg's own; rename {sorted(set(specs) & {'loss', 'perf'})}.")
+    try:
+        ResultKeys(("val",), tuple(specs))
+    except ValueError as exc:
+        raise ConfigError(f"metrics: {exc}") from None
+    return specs, {name: modes[name] for name in specs}

@@ -96,6 +96,7 @@ def test_val_may_be_named_sets_the_first_primary():
 @pytest.mark.parametrize("bad, match", [
     (dict(val={}), "no validation set"),
     (dict(val={"a b": None}), "letters, digits"),
+    (dict(val={"x_smoothed": None}), "not ending"),
     (dict(collate_fn=3), "collate_fn"),
     (dict(num_workers=-1), "num_workers"),
     (dict(cache="yes"), "cache"),

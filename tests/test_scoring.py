@@ -84,3 +84,17 @@ def test_scorer_measures_loss_perf_and_custom_metrics_and_restores_training_mode
     assert inv["perf"] == pytest.approx(1 / (1 + inv["loss"]))
     with pytest.raises(ValueError, match="reserved"):
         Scorer(loss_fn, "classification", extra={"loss": Count()})
+
+
+def test_the_loss_is_the_batch_size_weighted_mean_of_the_float32_batch_losses_summed_in_float64():
+    from ignite_seg.engine.scoring import SumLoss
+
+    torch.manual_seed(0)
+    loss_fn = torch.nn.MSELoss()
+    batches = [(torch.randn(n, 3), torch.randn(n, 3)) for n in (7, 64, 33, 5)]
+    metric = SumLoss(loss_fn)
+    metric.reset()
+    for out, y in batches:
+        metric.update((out, y))
+    expected = sum(float(loss_fn(out, y).item()) * len(y) for out, y in batches) / sum(len(y) for _, y in batches)
+    assert metric.compute() == expected  # exactly: the old plain-loop evaluation's numbers

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ from ignite.handlers import LRScheduler
 from tasks import blobs, mlp
 
 from ignite_seg.config.specs import normalize_spec
-from ignite_seg.engine.data import Batches, TensorData
+from ignite_seg.engine.batching import Batches, BatchSource, Data
+from ignite_seg.engine.scoring import Scorer
 from ignite_seg.engine.sweeps import (
     BatchRunTask,
     GeometricLR,
@@ -30,7 +32,7 @@ from ignite_seg.engine.sweeps import (
 def data():
     train, _ = blobs()
     x, y = train.tensors
-    return TensorData(x, y)
+    return SimpleNamespace(x=x, y=y, source=BatchSource(train, Data(train, train)))
 
 
 def test_noise_trainer_update_is_the_full_batch_update_and_norms_are_exact():
@@ -66,10 +68,10 @@ def test_range_test_records_geometric_lrs_and_restores_model_and_optimizer():
     opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     opt_before = copy.deepcopy(opt.state_dict())
     engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=2)
-    rec = SweepRecorder(model, loss_fn, (d.x[:16], d.y[:16]), "classification", torch.device("cpu"))
+    rec = SweepRecorder(model, Scorer(loss_fn, "classification"), [(d.x[:16], d.y[:16])])
     test = LRRangeTest(1e-3, 1.0, 40, diverge_th=50.0, smooth_f=0.1, recorder=rec)
     with test.attach(engine, model, opt) as e:
-        e.run(Batches(d, 16, torch.Generator().manual_seed(0)), max_iters=40)
+        e.run(Batches(d.source, 16, torch.Generator().manual_seed(0)), max_iters=40)
         test.recorder.attach(e)  # attach twice: still one handler
         assert sum(1 for h in e._event_handlers[Events.ITERATION_COMPLETED] if h[0] == rec.record) == 1
     arrays = rec.arrays()
@@ -120,11 +122,11 @@ def test_range_test_publishes_its_divergence_iteration():
     loss_fn = torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=1)
-    rec = SweepRecorder(model, loss_fn, (d.x[:16], d.y[:16]), "classification", torch.device("cpu"))
+    rec = SweepRecorder(model, Scorer(loss_fn, "classification"), [(d.x[:16], d.y[:16])])
     test = LRRangeTest(1e-2, 1e6, 60, diverge_th=2.0, smooth_f=0.5, recorder=rec)
     assert test.diverged_at is None
     with test.attach(engine, model, opt) as e:
-        state = e.run(Batches(d, 16, torch.Generator().manual_seed(0)), max_iters=60)
+        state = e.run(Batches(d.source, 16, torch.Generator().manual_seed(0)), max_iters=60)
     assert test.diverged_at == state.iteration == rec.arrays()["losses"].size < 60
     assert not hasattr(state, "diverged_at")
 
@@ -158,3 +160,46 @@ def test_batch_trial_scores_on_the_holdout_and_reports_divergence():
     bad = run_batch_trial(BatchRunTask(key=1, recipe=recipe(), seed=0, batch_size=16, lr_min=1e6, lr_max=1e7,
                                        epochs=2.0))
     assert bad.status == "diverged" and bad.perf == 0.0
+
+
+def test_noise_trainer_splits_a_dict_batch_for_a_two_input_model_and_steps_on_the_full_batch_gradient():
+    import real_tasks
+
+    torch.manual_seed(0)
+    model = real_tasks.TwoInputs()
+    twin = copy.deepcopy(model)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    items = real_tasks.DictItems(32, 0)
+    batch = {"a": items.a, "b": items.b, "label": items.y}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=4,
+                                  prepare_batch=real_tasks.dict_prepare)
+    engine.run([batch], max_epochs=1)
+    twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    loss_fn(twin((items.a, items.b)), items.y).backward()
+    twin_opt.step()
+    for a, b in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert engine.grad_norms is not None and (engine.grad_norms.b_small, engine.grad_norms.b_big) == (8, 32)
+
+
+def test_the_tuners_runs_train_a_padded_sequence_recipe_and_score_its_holdout_per_token():
+    rec = RecipeSpec(
+        model=normalize_spec(("real_tasks", "Tagger", (), {}), "m"),
+        dataset=normalize_spec(("real_tasks", "tagging", (), {}), "d"),
+        loss=normalize_spec(("real_tasks", "tagging_loss", (), {}), "l"), accuracy_style="classification",
+        holdout=tuple(range(0, 160, 10)), device="cpu",
+    )
+    sweep = run_lr_sweep(LRSweepTask(key=0, recipe=rec, init_seed=0, data_seed=0, batch_size=16, lr_start=1e-3,
+                                     lr_end=1.0, iterations=20, diverge_th=50.0, diverge_regain=0.9, smooth_f=0.1,
+                                     noise_chunks=2))
+    assert sweep.error is None and sweep.arrays["perfs"].shape == (20,) and np.isfinite(sweep.arrays["perfs"]).all()
+    assert np.isfinite(sweep.arrays["sq_small"]).any()  # the (features, lengths) input was split in chunks
+    run = run_batch_trial(BatchRunTask(key=0, recipe=rec, seed=0, batch_size=16, lr_min=0.05, lr_max=0.5, epochs=2.0))
+    assert run.status == "completed", run.error
+    # known answer: the perf is the token accuracy over the held-out sequences' real tokens
+    import real_tasks
+
+    tokens = sum(len(real_tasks.Sequences(160, 0)[i][1]) for i in rec.holdout)
+    assert run.perf * tokens == pytest.approx(round(run.perf * tokens))
+    assert run.examples == 2 * 144  # 160 items less 16 held out, two epochs

@@ -1,14 +1,34 @@
 """The trial engine's parts, in this process (the workers run the same code)."""
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
+import real_tasks
 import torch
 from tasks import blobs, mlp
 
-from ignite_seg.engine.data import Batches, TensorData
-from ignite_seg.engine.metrics import Probe, evaluate
-from ignite_seg.engine.trainer import ThroughTimeRecorder, create_trainer, make_optimizer
+from ignite_seg.config.hyperparameters import FixedHyperparameters
+from ignite_seg.config.specs import normalize_spec
+from ignite_seg.engine.batching import Batches, BatchSource, Data
+from ignite_seg.engine.scoring import Scorer
+from ignite_seg.engine.sweeps import BatchRunTask, RecipeSpec, run_batch_trial
+from ignite_seg.engine.trainer import (
+    ThroughTimeRecorder,
+    TrialTask,
+    create_trainer,
+    loss_to,
+    make_optimizer,
+    passthrough,
+    run_trial,
+)
+
+HP = FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=16, cycle_size_epochs=2, epochs=2)
+
+
+def spec(*recipe):
+    return normalize_spec(recipe, "spec")
 
 
 def test_make_optimizer_takes_the_name_and_the_numbers_it_needs():
@@ -20,21 +40,115 @@ def test_make_optimizer_takes_the_name_and_the_numbers_it_needs():
     assert type(adamw) is torch.optim.AdamW and (adamw.defaults["lr"], adamw.defaults["weight_decay"]) == (0.01, 0.5)
 
 
-def test_through_time_recorder_measures_with_its_probe_at_the_snapshot_epochs():
+def test_through_time_recorder_measures_with_its_scorer_at_the_snapshot_epochs():
     torch.manual_seed(0)
     train, _ = blobs()
-    d = TensorData(*train.tensors)
+    x, y = train.tensors
     model, loss_fn, cpu = mlp(), torch.nn.CrossEntropyLoss(), torch.device("cpu")
-    probe = Probe(model, loss_fn, "classification", cpu)
-    batch = (d.x[:20], d.y[:20])
-    assert probe(batch) == evaluate(model, loss_fn, [batch], "classification", cpu)
+    scorer = Scorer(loss_fn, "classification", prepare_batch=passthrough)
+    batch = (x[:20], y[:20])
     opt = make_optimizer(model, "sgd", lr=0.1)
     engine = create_trainer(model, opt, loss_fn, cpu)
-    rec = ThroughTimeRecorder(probe, batch, batch, iters_per_epoch=6, epochs=2, per_epoch=2)
+    rec = ThroughTimeRecorder(scorer, model, {"train": [batch], "val": [batch]}, iters_per_epoch=6, epochs=2,
+                              per_epoch=2)
     rec.attach(engine)
     rec.attach(engine)  # attach twice: still one snapshot per event
-    engine.run(Batches(d, 16, torch.Generator().manual_seed(0)), max_epochs=2)
+    engine.run(Batches(BatchSource(train, Data(train, train)), 16, torch.Generator().manual_seed(0)), max_epochs=2)
     arrays = rec.arrays()
     np.testing.assert_array_equal(arrays["epochs"], [0.0, 0.5, 1.0, 1.5, 2.0])
-    assert arrays["losses_train"][-1] == pytest.approx(probe(batch)[0])
+    assert arrays["losses_train"][-1] == pytest.approx(scorer.measure(model, [batch])["loss"])
     np.testing.assert_array_equal(arrays["losses_train"], arrays["losses_val"])
+
+
+def test_a_loss_with_a_weight_tensor_moves_to_the_device_with_the_model():
+    loss = real_tasks.WeightedLoss()
+    assert loss_to(loss, torch.device("meta")).weight.device.type == "meta"
+    real_tasks.MOVES.clear()
+    task = TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec("tasks", "blobs", (), {}),
+                     loss=spec("real_tasks", "WeightedLoss", (), {}), hparams=HP, accuracy_style="classification",
+                     seed=0, device="cpu")
+    outcome = run_trial(task)
+    assert outcome.status == "completed", outcome.error
+    recipe = RecipeSpec(model=task.model, dataset=task.dataset, loss=task.loss, accuracy_style="classification",
+                        holdout=(0, 5, 9), device="cpu")
+    assert run_batch_trial(BatchRunTask(0, recipe, 0, 16, 0.05, 0.5, 1.0)).status == "completed"
+    assert real_tasks.MOVES == [torch.device("cpu")] * 2  # once in the trial, once in the tuner's run
+
+
+def _accuracy(state: bytes, dataset) -> float:
+    model = mlp()
+    model.load_state_dict(torch.load(io.BytesIO(state), weights_only=True))
+    x, y = dataset.tensors
+    with torch.no_grad():
+        return float((model(x).argmax(1) == y).float().mean())
+
+
+def test_every_validation_set_and_custom_metric_is_recorded_under_the_documented_keys():
+    task = TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec("real_tasks", "two_val_sets", (), {}),
+                     loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
+                     seed=0, device="cpu", snapshots_per_epoch=2, metrics={"acc": spec("ignite.metrics", "Accuracy", (), {})})
+    out = run_trial(task)
+    assert out.status == "completed", out.error
+    assert (out.val_names, out.metric_names) == (("clean", "shifted"), ("acc",))
+    parts = ("train", "val", "val_shifted")
+    assert set(out.metrics) == {f"{m}_{p}" for m in ("loss", "perf", "metric_acc") for p in parts}
+    assert set(out.throughtime) == {"epochs"} | {f"{m}_{p}" for m in ("losses", "perfs", "metric_acc") for p in parts}
+    for p in parts:  # known answer: ignite's Accuracy is the classification perf
+        assert out.metrics[f"metric_acc_{p}"] == pytest.approx(out.metrics[f"perf_{p}"])
+        np.testing.assert_allclose(out.throughtime[f"metric_acc_{p}"], out.throughtime[f"perfs_{p}"])
+        assert out.throughtime[f"losses_{p}"].shape == out.throughtime["epochs"].shape == (5,)
+    _, clean = blobs()
+    _, shifted = blobs(seed=1)
+    assert out.metrics["perf_val"] == pytest.approx(_accuracy(out.model, clean))
+    assert out.metrics["perf_val_shifted"] == pytest.approx(_accuracy(out.model, shifted))
+
+
+def test_a_padded_sequence_trial_records_hidden_layers_of_a_tuple_input_and_ignores_padding():
+    task = TrialTask(trial_id=0, model=spec("real_tasks", "Tagger", (), {}), dataset=spec("real_tasks", "tagging", (), {}),
+                     loss=spec("real_tasks", "tagging_loss", (), {}), hparams=HP, accuracy_style="classification",
+                     seed=0, device="cpu", record_hidden=True, metrics={"iou": spec("real_tasks", "class_iou", (), {})})
+    out = run_trial(task)
+    assert out.status == "completed", out.error
+    assert out.hidden["epochs"].tolist() == [0, 1, 2] and out.hidden["targets"].shape[0] == 64
+    model = real_tasks.Tagger()
+    model.load_state_dict(torch.load(io.BytesIO(out.model), weights_only=True))
+    batch = real_tasks.pad_collate([real_tasks.Sequences(64, 1)[i] for i in range(64)])
+    with torch.no_grad():
+        pred = model((batch.features, batch.lengths)).argmax(1)
+    real = batch.targets != real_tasks.PAD
+    assert out.metrics["perf_val"] == pytest.approx(float((pred[real] == batch.targets[real]).float().mean()))
+    assert 0.0 <= out.metrics["metric_iou_val"] <= 1.0
+
+
+def test_dataloader_workers_persist_across_epochs_and_draw_augmentation_afresh(tmp_path):
+    import os
+
+    log = tmp_path / "reads.log"
+    task = TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}),
+                     dataset=spec("real_tasks", "flips_in_workers", (), {"log": str(log)}),
+                     loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
+                     seed=0, device="cpu")
+    out = run_trial(task)
+    assert out.status == "completed", out.error
+    reads = [line.split() for line in log.read_text().splitlines()]
+    in_workers = [r for r in reads if int(r[0]) != os.getpid()]
+    n = 48  # items in the training set: two epochs, then the final evaluation's pass
+    epoch1, epoch2 = in_workers[:n], in_workers[n : 2 * n]
+    assert sorted(int(i) for _, i, _ in epoch1) == sorted(int(i) for _, i, _ in epoch2) == list(range(n))
+    pids = {p for p, _, _ in epoch1}
+    assert len(pids) == 2 and {p for p, _, _ in epoch2} == pids  # the same two workers serve both epochs
+    flips1 = {i: f for _, i, f in epoch1}
+    assert sum(flips1[i] != f for _, i, f in epoch2) > n // 8  # each epoch draws its own flips
+
+
+def test_a_cached_item_dataset_trains_exactly_like_the_same_tensors():
+    def trial(dataset):
+        return run_trial(TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec(*dataset),
+                                   loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP,
+                                   accuracy_style="classification", seed=3, device="cpu"))
+
+    cached, tensors = trial(("real_tasks", "cached_blobs", (), {})), trial(("tasks", "blobs", (), {}))
+    assert cached.status == tensors.status == "completed"
+    assert cached.metrics == tensors.metrics
+    for key, values in tensors.throughtime.items():
+        np.testing.assert_array_equal(cached.throughtime[key], values)

@@ -83,10 +83,10 @@ class Data:
         if not sets:
             raise ConfigError("Data(val={}) has no validation set; pass a dataset or a non-empty dict of them.")
         for name in sets:
-            if not (isinstance(name, str) and _NAME.match(name)):
+            if not (isinstance(name, str) and _NAME.match(name)) or str(name).endswith("smoothed"):
                 raise ConfigError(
-                    f"Data(val=...): validation set name {name!r} must be letters, digits and '_' "
-                    "(it becomes part of the keys in the result files)."
+                    f"Data(val=...): validation set name {name!r} must be letters, digits and '_', not ending "
+                    "in 'smoothed' (it becomes part of the keys in the result files, beside the *_smoothed curves)."
                 )
         for arg in ("collate_fn", "prepare_batch"):
             value = getattr(self, arg)

@@ -6,17 +6,17 @@ the argument, the value and the fix, not as a traceback from a worker minutes la
 """
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from typing import Any
 
 import torch
-from torch.utils.data import TensorDataset
 
 from ..config.checks import check_choice
 from ..config.specs import LoaderSpec
 from ..exceptions import ConfigError
-from .data import as_tensor_data, gather
-from .metrics import ACCURACY_STYLES
+from .batching import BatchSource, Data, as_data, default_prepare_batch, tensor_pair
+from .scoring import ACCURACY_STYLES
 
 __all__ = ["probe_recipe"]
 
@@ -43,7 +43,7 @@ def _raised(spec: LoaderSpec, argname: str, exc: BaseException) -> ConfigError:
     )
 
 
-def _check_dataset(name: str, ds: Any, argname: str) -> int:
+def _check_dataset(name: str, ds: Any, argname: str, pairs: bool = True) -> int:
     if not (hasattr(ds, "__len__") and hasattr(ds, "__getitem__")):
         raise ConfigError(
             f"{argname}: the {name} set is {type(ds).__name__}, not a map-style "
@@ -55,20 +55,22 @@ def _check_dataset(name: str, ds: Any, argname: str) -> int:
             f"{argname}: the {name} set has {n} item(s); ignite_seg needs at least 2 in each set "
             "(one batch to train on and a held-out point to measure)."
         )
-    item = ds[0]
-    if not (isinstance(item, (tuple, list)) and len(item) == 2):
+    item = ds[0] if pairs else None  # with a collate_fn or prepare_batch, items may be anything
+    if pairs and not (isinstance(item, (tuple, list)) and len(item) == 2):
         raise ConfigError(
             f"{argname}: items of the {name} set must be (input, target) pairs, got "
-            f"{type(item).__name__}{'' if not isinstance(item, (tuple, list)) else f' of {len(item)}'}."
+            f"{type(item).__name__}{'' if not isinstance(item, (tuple, list)) else f' of {len(item)}'}; "
+            "for other items return ignite_seg.Data(train, val, collate_fn=..., prepare_batch=...)."
         )
     return n
 
 
 def _check_finite(name: str, ds: Any, argname: str) -> None:
-    data = as_tensor_data(ds)
-    if data is None:
+    """Non-finite values in a dataset held as tensors (no item of any other dataset is read)."""
+    tensors = tensor_pair(ds)
+    if tensors is None:
         return
-    for what, t in (("inputs", data.x), ("targets", data.y)):
+    for what, t in zip(("inputs", "targets"), tensors):
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             bad = int((~torch.isfinite(t)).reshape(t.shape[0], -1).any(dim=1).sum())
             raise ConfigError(
@@ -92,46 +94,39 @@ def probe_recipe(
                 f"model_loader={model_spec.describe()} returned {type(model).__name__}, not a "
                 "torch.nn.Module."
             )
-        pair = _call(dataset_spec, "dataset_loader")
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise ConfigError(
-                f"dataset_loader={dataset_spec.describe()} must return a pair (train_set, val_set), "
-                f"got {type(pair).__name__}"
-                f"{f' of {len(pair)} items' if isinstance(pair, (tuple, list)) else ''}."
-            )
-        n_train = _check_dataset("training", pair[0], "dataset_loader")
-        n_val = _check_dataset("validation", pair[1], "dataset_loader")
-        _check_finite("training", pair[0], "dataset_loader")
-        _check_finite("validation", pair[1], "dataset_loader")
+        data = as_data(_call(dataset_spec, "dataset_loader"), f"dataset_loader={dataset_spec.describe()}")
+        pairs = data.collate_fn is None and data.prepare_batch is None
+        n_train = _check_dataset("training", data.train, "dataset_loader", pairs)
+        for name, ds in data.val_sets.items():
+            _check_dataset("validation" if len(data.val_sets) == 1 else f"validation ({name!r})", ds,
+                           "dataset_loader", pairs)
+            _check_finite("validation", ds, "dataset_loader")
+        n_val = len(data.primary)
+        _check_finite("training", data.train, "dataset_loader")
         loss_fn = _call(loss_spec, "loss_loader")
         if not callable(loss_fn):
             raise ConfigError(f"loss_loader={loss_spec.describe()} returned {loss_fn!r}, which is not callable.")
-        try:
-            x, y = gather(pair[0], [0, 1])
-        except Exception as exc:
-            raise ConfigError(
-                f"dataset_loader: two training items cannot be batched together ({exc}); items "
-                "must be tensors (or numbers/arrays) of equal shape."
-            ) from None
+        x, y = _one_batch(data)
         model.eval()
         with torch.no_grad():
             try:
                 out = model(x)
             except Exception as exc:
                 raise ConfigError(
-                    f"model_loader: the model fails on a batch of inputs of shape {tuple(x.shape)} "
-                    f"and dtype {x.dtype} from the training set ({type(exc).__name__}: {exc})."
+                    f"model_loader: the model fails on a batch of inputs of shape {_shapes(x)} "
+                    f"from the training set ({type(exc).__name__}: {exc})."
                 ) from None
             if not isinstance(out, torch.Tensor):
                 raise ConfigError(f"model_loader: the model must return a tensor, got {type(out).__name__}.")
-            _check_style(accuracy_style, out, y)
-            _check_all_targets(accuracy_style, pair, out.shape[-1])
+            ignore_index = getattr(loss_fn, "ignore_index", None)
+            _check_style(accuracy_style, out, y, ignore_index)
+            _check_all_targets(accuracy_style, data, out.shape[1] if out.ndim > 1 else 0, ignore_index)
             try:
                 loss = loss_fn(out, y)
             except Exception as exc:
                 raise ConfigError(
                     f"loss_loader={loss_spec.describe()} fails on model output of shape "
-                    f"{tuple(out.shape)} and targets of shape {tuple(y.shape)}, dtype {y.dtype} "
+                    f"{tuple(out.shape)} and targets of shape {_shapes(y)} "
                     f"({type(exc).__name__}: {exc})."
                 ) from None
         if not (isinstance(loss, torch.Tensor) and loss.numel() == 1):
@@ -140,59 +135,99 @@ def probe_recipe(
                 f"{type(loss).__name__}{f' of shape {tuple(loss.shape)}' if isinstance(loss, torch.Tensor) else ''}; "
                 "use reduction='mean'."
             )
-    return {"n_train": n_train, "n_val": n_val, "output_shape": tuple(out.shape[1:])}
+    return {"n_train": n_train, "n_val": n_val, "output_shape": tuple(out.shape[1:]), "val_names": data.val_names}
 
 
-def _check_style(style: str, out: torch.Tensor, y: torch.Tensor) -> None:
+def _one_batch(data: Data) -> tuple[Any, Any]:
+    """Two training items batched (the recipe's collate_fn) and prepared on the CPU: ``(x, y)``."""
+    try:  # never cache here: only these two items are read
+        raw = BatchSource(data.train, dataclasses.replace(data, cache=False)).take([0, 1])
+    except Exception as exc:
+        raise ConfigError(
+            f"dataset_loader: two training items cannot be batched together ({type(exc).__name__}: {exc}); "
+            "items must be tensors (or numbers/arrays) of equal shape, or pass "
+            "ignite_seg.Data(train, val, collate_fn=...) to batch them (e.g. padding sequences)."
+        ) from None
+    try:
+        return (data.prepare_batch or default_prepare_batch)(raw, "cpu", False)
+    except Exception as exc:
+        raise ConfigError(
+            f"dataset_loader: prepare_batch fails on a batch of two training items ({_shapes(raw)}; "
+            f"{type(exc).__name__}: {exc}); it must return (input, target), e.g. pass "
+            "ignite_seg.Data(train, val, prepare_batch=...)."
+        ) from None
+
+
+def _shapes(obj: Any) -> str:
+    """Shapes and dtypes of the tensors in a (nested) batch, for error messages."""
+    if isinstance(obj, torch.Tensor):
+        return f"{tuple(obj.shape)} ({obj.dtype})"
+    if isinstance(obj, (tuple, list)):
+        return "(" + ", ".join(_shapes(v) for v in obj) + ")"
+    if isinstance(obj, dict):
+        return "{" + ", ".join(f"{k!r}: {_shapes(v)}" for k, v in obj.items()) + "}"
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return f"{type(obj).__name__}(" + ", ".join(
+            f"{f.name}={_shapes(getattr(obj, f.name))}" for f in dataclasses.fields(obj)) + ")"
+    return type(obj).__name__
+
+
+def _check_style(style: str, out: torch.Tensor, y: Any, ignore_index: int | None = None) -> None:
+    if style == "inv-loss":
+        return
+    if not isinstance(y, torch.Tensor):
+        raise ConfigError(f"accuracy_style={style!r} needs tensor targets; got {_shapes(y)}.")
     shapes = f"model output shape {tuple(out.shape)}, target shape {tuple(y.shape)} ({y.dtype})"
     if style == "classification":
-        if out.ndim != 2 or out.shape[1] < 2:
+        if out.ndim < 2 or out.shape[1] < 2:
             raise ConfigError(
-                f"accuracy_style='classification' needs a model output of shape (batch, n_classes) "
+                f"accuracy_style='classification' needs a model output of shape (batch, n_classes, *) "
                 f"with n_classes >= 2; got {shapes}. For regression use accuracy_style='inv-loss'."
             )
-        if y.ndim == 1:
+        if tuple(y.shape) == (out.shape[0], *out.shape[2:]):  # class indices, per item or per token
             if y.is_floating_point() or y.dtype == torch.bool:
                 raise ConfigError(
                     f"accuracy_style='classification' needs integer class-index targets (int64) or "
                     f"one-hot targets of the output's shape; got {shapes}. Convert the targets with "
                     "torch.as_tensor(y, dtype=torch.long)."
                 )
-            if int(y.min()) < 0 or int(y.max()) >= out.shape[1]:
+            counted = y[y != ignore_index] if ignore_index is not None else y
+            if counted.numel() and (int(counted.min()) < 0 or int(counted.max()) >= out.shape[1]):
                 raise ConfigError(
-                    f"accuracy_style='classification': target class {int(y.max())} is outside the "
-                    f"model's {out.shape[1]} outputs; got {shapes}."
+                    f"accuracy_style='classification': target class {int(counted.max())} is outside the "
+                    f"model's {out.shape[1]} outputs; got {shapes}"
+                    f"{'' if ignore_index is None else f' (padding is the loss ignore_index={ignore_index})'}."
                 )
         elif tuple(y.shape) != tuple(out.shape):
             raise ConfigError(
-                f"accuracy_style='classification' needs targets of shape (batch,) or one-hot "
-                f"(batch, n_classes); got {shapes}."
+                f"accuracy_style='classification' needs targets of shape (batch, *) (class indices) or "
+                f"one-hot (batch, n_classes, *) for outputs (batch, n_classes, *); got {shapes}."
             )
-    elif style == "multiclass":
-        if tuple(y.shape) != tuple(out.shape):
-            raise ConfigError(
-                f"accuracy_style='multiclass' needs multi-hot targets of the output's shape; got {shapes}."
-            )
+    elif tuple(y.shape) != tuple(out.shape):
+        raise ConfigError(
+            f"accuracy_style='multiclass' needs multi-hot targets of the output's shape; got {shapes}."
+        )
 
 
-def _check_all_targets(style: str, pair: Any, n_out: int) -> None:
-    """Class targets of every item in range, where that is one vectorised check (a TensorDataset).
+def _check_all_targets(style: str, data: Data, n_out: int, ignore_index: int | None) -> None:
+    """Class targets of every item in range, where that is one vectorised check (tensor datasets).
 
-    A lazy dataset is never iterated here: its first items are checked with the batch only.
+    A lazy dataset is never iterated here: its first items are checked with the probe's batch only.
     """
     if style != "classification":
         return
-    for name, ds in zip(("training", "validation"), pair):
-        if not (isinstance(ds, TensorDataset) and len(ds.tensors) == 2):
+    for name, ds in (("training", data.train), *((f"validation ({k!r})", v) for k, v in data.val_sets.items())):
+        tensors = tensor_pair(ds)
+        if tensors is None:
             continue
-        y = ds.tensors[1]
-        if y.ndim != 1 or y.is_floating_point() or y.dtype == torch.bool or y.numel() == 0:
+        y = tensors[1]
+        if y.ndim == 0 or y.is_floating_point() or y.dtype == torch.bool or y.numel() == 0:
             continue
-        bad = (y < 0) | (y >= n_out)
+        bad = ((y < 0) | (y >= n_out)) & (y != ignore_index if ignore_index is not None else True)
         if bool(bad.any()):
             first = int(bad.nonzero()[0, 0])
             raise ConfigError(
                 f"dataset_loader: {int(bad.sum())} item(s) of the {name} set have a target class outside the "
-                f"model's {n_out} outputs (first: item {first}, class {int(y[first])}). Targets must be in "
-                f"0..{n_out - 1}."
+                f"model's {n_out} outputs (first: item {first}, class {int(y[first].reshape(-1)[0])}). Targets "
+                f"must be in 0..{n_out - 1}."
             )

@@ -28,6 +28,7 @@ __all__ = [
     "MultiLabelAccuracy",
     "multiclass_threshold",
     "perf_metric",
+    "SumLoss",
     "Scorer",
 ]
 
@@ -121,6 +122,29 @@ class MultiLabelAccuracy(Metric):
         return float(self._sum) / float(self._n)
 
 
+class SumLoss(Loss):
+    """ignite's ``Loss`` (the batch-size-weighted mean of the batch losses) summed in float64.
+
+    ignite sums in float32; summing ``loss * n`` in float64 keeps the mean of many batches exact to
+    the float32 losses themselves.
+    """
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._sum = torch.tensor(0.0, dtype=torch.float64, device=self._device)
+        self._num_examples = 0
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        y_pred, y = output[0], output[1]
+        average_loss = self._loss_fn(y_pred, y).detach()
+        if average_loss.ndim != 0:
+            raise ValueError("loss_fn did not return the average loss.")
+        n = self._batch_size(y)
+        self._sum += average_loss.to(self._device, torch.float64) * n
+        self._num_examples += n
+
+
 def multiclass_threshold(loss_fn: Any) -> float | None:
     """0 for a loss on logits (``BCEWithLogitsLoss``), 0.5 for one on probabilities (``BCELoss``),
     ``None`` (decide from the outputs) for any other loss."""
@@ -138,7 +162,7 @@ def perf_metric(style: str, loss_fn: Any, loss: Metric | None = None) -> Metric:
     if style == "multiclass":
         return MultiLabelAccuracy(threshold=multiclass_threshold(loss_fn))
     if style == "inv-loss":
-        base = loss if loss is not None else Loss(loss_fn)
+        base = loss if loss is not None else SumLoss(loss_fn)
         return MetricsLambda(lambda v: 1.0 / (1.0 + v), base)
     raise ValueError(f"unknown accuracy_style {style!r}; expected one of {ACCURACY_STYLES}")
 
@@ -151,7 +175,8 @@ class Scorer:
     slice after every step of a sweep.
 
     Args:
-        loss_fn: the recipe's loss (``loss`` is its batch-size-weighted mean, as ignite's ``Loss``).
+        loss_fn: the recipe's loss (``loss`` is its batch-size-weighted mean, as ignite's ``Loss``,
+            summed in float64: :class:`SumLoss`).
         style: the accuracy style of ``perf``.
         extra: custom metrics by name (not ``loss`` or ``perf``).
         prepare_batch: ``(batch, device, non_blocking) -> (x, y)``; the default takes an ``(x, y)`` pair.
@@ -164,7 +189,7 @@ class Scorer:
         extra: Mapping[str, Metric] | None = None,
         prepare_batch: Callable[[Any, Any, bool], tuple[Any, Any]] | None = None,
     ) -> None:
-        loss = Loss(loss_fn)
+        loss = SumLoss(loss_fn)
         self.metrics: dict[str, Metric] = {"loss": loss, "perf": perf_metric(style, loss_fn, loss)}
         for name, metric in (extra or {}).items():
             if name in RESERVED:

@@ -11,9 +11,10 @@ Handlers (each with an ``attach()`` that is safe to call twice):
 * :class:`GeometricLR` (ignite's ``LRScheduler`` over a torch ``LambdaLR``) sets the learning rate
   of iteration ``i`` to ``lr_start * (lr_end / lr_start) ** ((i - 1) / (num_iters - 1))``;
 * :class:`SweepRecorder` records per iteration the LR, the training loss, loss and perf on the
-  held-out slice, and the squared gradient norms that the :class:`NoiseTrainer` of
-  :func:`create_noise_trainer` keeps in its ``grad_norms``;
-* :class:`~ignite_seg.engine.handlers.DivergenceStop` with a :class:`~ignite_seg.smoothing.DivergenceMonitor`
+  held-out slice, and the squared gradient norms that the
+  :class:`~ignite_seg.engine.noise_trainer.NoiseTrainer` of
+  :func:`~ignite_seg.engine.noise_trainer.create_noise_trainer` keeps in its ``grad_norms``;
+* :class:`~ignite_seg.engine.handlers.DivergenceStop` with a :class:`~ignite_seg.tuning.lr_range.DivergenceMonitor`
   ends the sweep when the EMA loss exceeds ``diverge_th`` times its minimum;
 * :class:`LRRangeTest` bundles the three as a temporary intervention (a context manager that
   leaves the model and the optimizer as it found them, like ignite's ``FastaiLRFinder``).
@@ -26,7 +27,7 @@ import math
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterator, NamedTuple
+from typing import Any, Hashable, Iterator
 
 import numpy as np
 import torch
@@ -38,10 +39,21 @@ from torch.utils.data import Subset
 from ..config.hyperparameters import OptimizerName
 from ..config.specs import LoaderSpec
 from ..smoothing import DivergenceMonitor
-from .data import Batches, TensorData, as_tensor_data, gather
+from .batching import Batches, BatchSource, PrepareBatch
 from .handlers import CurveRecorder, DivergenceStop, output_loss
-from .metrics import AccuracyStyle, LossFn, Probe, evaluate
-from .trainer import build_recipe, create_trainer, make_optimizer, resolve_device, set_threads
+from .noise_trainer import GradNorms, NoiseTrainer, create_noise_trainer
+from .scoring import AccuracyStyle, Scorer
+from .trainer import (
+    SNAPSHOT_POINTS,
+    LossFn,
+    build_recipe,
+    create_trainer,
+    loss_to,
+    make_optimizer,
+    passthrough,
+    resolve_device,
+    set_threads,
+)
 
 __all__ = [
     "RecipeSpec",
@@ -175,27 +187,11 @@ class GeometricLR(LRScheduler):
             engine.remove_event_handler(self, event)
 
 
-class GradNorms(NamedTuple):
-    """Squared gradient norms of one noise-trainer step, at two batch sizes (see :mod:`ignite_seg.tuning.noise_scale`)."""
-
-    sq_small: float  #: mean over the chunks of ``|g_c|²``
-    sq_big: float  #: ``|mean g_c|²``, the whole batch's
-    b_small: float  #: examples per chunk
-    b_big: float  #: examples in the batch
-
-
-class NoiseTrainer(Engine):
-    """An ``Engine`` whose step also measures gradient norms; the last step's are in ``grad_norms``."""
-
-    def __init__(self, process_function: Callable[[Engine, Any], Any]) -> None:
-        super().__init__(process_function)
-        self.grad_norms: GradNorms | None = None
-
-
 class SweepRecorder(CurveRecorder):
     """Per iteration: LR, training loss, held-out loss and perf, and squared gradient norms.
 
-    The LR is the first param group's of the optimizer passed to :meth:`attach` (NaN without one);
+    ``holdout`` is a list of prepared batches (``(x, y)`` on the device), measured by ``scorer``
+    as they are (its ``prepare_batch`` should pass them through). The LR is the first param group's of the optimizer passed to :meth:`attach` (NaN without one);
     the norms are those of a :class:`NoiseTrainer` (NaN on any other engine or a plain step).
     """
 
@@ -204,14 +200,11 @@ class SweepRecorder(CurveRecorder):
     def __init__(
         self,
         model: torch.nn.Module,
-        loss_fn: LossFn,
-        holdout: tuple[torch.Tensor, torch.Tensor],
-        style: AccuracyStyle,
-        device: torch.device,
+        scorer: Scorer,
+        holdout: list[Any],
     ) -> None:
         super().__init__()
-        self.probe = Probe(model, loss_fn, style, device)
-        self.holdout = self.probe.to_device(holdout)
+        self.model, self.scorer, self.holdout = model, scorer, holdout
         self.optimizer: torch.optim.Optimizer | None = None
 
     def attach(self, engine: Engine, optimizer: torch.optim.Optimizer | None = None) -> None:
@@ -226,11 +219,16 @@ class SweepRecorder(CurveRecorder):
 
     def record(self, engine: Engine) -> None:
         loss = output_loss(engine)
-        hold_loss, perf = self.probe(self.holdout) if math.isfinite(loss) else (math.nan, math.nan)
+        hold_loss, perf = self._score() if math.isfinite(loss) else (math.nan, math.nan)
         norms = (engine.grad_norms if isinstance(engine, NoiseTrainer) else None) or (math.nan,) * 4
         lr = self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else math.nan
         self.append(lrs=lr, losses=loss, holdout_losses=hold_loss, perfs=perf,
                     **dict(zip(("sq_small", "sq_big", "b_small", "b_big"), norms)))
+
+
+    def _score(self) -> tuple[float, float]:
+        scores = self.scorer.measure(self.model, self.holdout)
+        return scores["loss"], scores["perf"]
 
 
 class LRRangeTest:
@@ -280,70 +278,17 @@ class LRRangeTest:
             optimizer.load_state_dict(saved_opt)
 
 
-def create_noise_trainer(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    device: torch.device,
-    chunks: int,
-) -> NoiseTrainer:
-    """An ``Engine`` whose step is one SGD update on the batch's mean gradient, computed chunk by chunk.
-
-    The batch of ``B`` is split into ``chunks`` chunks of ``B / chunks``; with ``g_c`` the chunk
-    gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step keeps
-    ``trainer.grad_norms = GradNorms(mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
-    two batch sizes from which :mod:`ignite_seg.tuning.noise_scale` estimates the noise scale. Batches
-    that do not split evenly, and every batch with ``chunks=1`` (a sweep that needs no noise
-    scale), get plain updates and no norms.
-    """
-    params = [p for p in model.parameters() if p.requires_grad]
-
-    def step(engine: Engine, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
-        model.train()
-        x, y = batch
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        n = int(x.shape[0])
-        k = chunks if n % chunks == 0 and n >= 2 * chunks else 1
-        if k == 1:  # a plain update: no norms to measure (chunks=1, or a batch that does not split)
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            optimizer.step()
-            trainer.grad_norms = None
-            return float(loss.detach())
-        total = None
-        sq_small = 0.0
-        loss_sum = 0.0
-        for xc, yc in zip(x.chunk(k), y.chunk(k)):
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xc), yc)
-            loss.backward()
-            flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-            sq_small += float(flat.dot(flat))
-            total = flat if total is None else total + flat
-            loss_sum += float(loss.detach())
-        assert total is not None
-        mean = total / k
-        offset = 0
-        for p in params:
-            p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
-        trainer.grad_norms = GradNorms(sq_small / k, float(mean.dot(mean)), n / k, float(n))
-        optimizer.step()
-        return loss_sum / k
-
-    trainer = NoiseTrainer(step)
-    return trainer
-
-
 # -- task functions -------------------------------------------------------------------------------
 @dataclass
 class _Prepared:
     model: torch.nn.Module
     loss_fn: LossFn
-    fit: Any
-    holdout: tuple[torch.Tensor, torch.Tensor]
+    fit: BatchSource
+    #: the held-out slice of the training set: fixed batches, prepared on the device
+    holdout: list[Any]
     device: torch.device
+    prepare_batch: PrepareBatch
+    scorer: Scorer
 
 
 def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared:
@@ -352,17 +297,16 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
     torch.manual_seed(init_seed)
     built = build_recipe(recipe.model, recipe.dataset, recipe.loss)
     device = resolve_device(recipe.device, device_index)
-    tensors = as_tensor_data(built.train_set)
-    train = built.train_set if tensors is None else tensors
+    pin = device.type == "cuda"
+    train = BatchSource(built.data.train, built.data, pin_memory=pin)
     held = np.asarray(recipe.holdout, dtype=np.int64)
     rest = np.setdiff1d(np.arange(len(train)), held)
-    holdout = gather(train, torch.from_numpy(held))
-    if isinstance(train, TensorData):
-        idx = torch.as_tensor(rest)
-        fit: Any = TensorData(train.x[idx], train.y[idx])
-    else:
-        fit = Subset(train, rest.tolist())
-    return _Prepared(built.model.to(device), built.loss_fn, fit, holdout, device)
+    prepare = built.prepare_batch
+    holdout = [prepare(b, device, False) for b in train.fixed(recipe.holdout, batch_size=SNAPSHOT_POINTS)]
+    fit = BatchSource(Subset(train.dataset, rest.tolist()), built.data, pin_memory=pin)
+    loss_fn = loss_to(built.loss_fn, device)
+    scorer = Scorer(loss_fn, recipe.accuracy_style, prepare_batch=passthrough)
+    return _Prepared(built.model.to(device), loss_fn, fit, holdout, device, prepare, scorer)
 
 
 def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
@@ -377,8 +321,9 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
         prep = _prepare(task.recipe, task.init_seed, task.device_index)
         result.prepare_seconds = time.perf_counter() - t0
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
-        engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks)
-        recorder = SweepRecorder(prep.model, prep.loss_fn, prep.holdout, task.recipe.accuracy_style, prep.device)
+        engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks,
+                                      prep.prepare_batch)
+        recorder = SweepRecorder(prep.model, prep.scorer, prep.holdout)
         test = LRRangeTest(task.lr_start, task.lr_end, task.iterations, task.diverge_th, task.smooth_f, recorder,
                            task.diverge_regain)
         batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.data_seed))
@@ -402,7 +347,7 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
         batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.seed))
         iterations = max(2, int(round(task.epochs * len(batches))))
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_min)
-        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device)
+        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, prepare_batch=prep.prepare_batch)
         scheduler = LinearCyclicalScheduler(
             optimizer, "lr", start_value=task.lr_min, end_value=task.lr_max, cycle_size=iterations
         )
@@ -415,9 +360,8 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
         if stop.diverged_at is not None:
             result.status, result.perf, result.loss = "diverged", 0.0, math.inf
         else:
-            result.loss, result.perf = evaluate(
-                prep.model, prep.loss_fn, [prep.holdout], task.recipe.accuracy_style, prep.device
-            )
+            scores = prep.scorer.measure(prep.model, prep.holdout)
+            result.loss, result.perf = scores["loss"], scores["perf"]
             finite = math.isfinite(result.loss) and math.isfinite(result.perf)
             result.status = "completed" if finite else "diverged"
             if not finite:
@@ -430,7 +374,7 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
 
 def _examples(batches: Batches, iterations: int) -> int:
     """Training examples processed in ``iterations`` iterations (the last batch may be short)."""
-    n = len(batches.dataset)  # type: ignore[arg-type]
+    n = len(batches.source)
     per_epoch = len(batches)
     full, part = divmod(int(iterations), per_epoch)
     return full * n + min(part * batches.batch_size, n)

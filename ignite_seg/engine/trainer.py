@@ -5,9 +5,14 @@ Each training feature is a handler with an ``attach()`` that is safe to call twi
 * ignite's ``LinearCyclicalScheduler`` for the triangular learning-rate schedule;
 * :class:`~ignite_seg.engine.handlers.DivergenceStop` stops the run at the first non-finite loss and
   records the iteration;
-* :class:`ThroughTimeRecorder` measures loss and perf on fixed subsets of the training and
-  validation sets ``snapshots_per_epoch`` times per epoch;
-* :class:`HiddenRecorder` keeps hidden representations of a sample (for the analysis video).
+* :class:`~ignite_seg.engine.recorders.ThroughTimeRecorder` measures loss, perf and custom metrics on
+  fixed subsets of the training set and of every validation set ``snapshots_per_epoch`` times per
+  epoch;
+* :class:`~ignite_seg.engine.recorders.HiddenRecorder` keeps hidden representations of a sample (for the
+  analysis video).
+
+Batches come from :mod:`ignite_seg.engine.batching` (the tensor fast path or a seeded ``DataLoader``)
+and go through the recipe's ``prepare_batch``; every measurement is a :class:`~ignite_seg.engine.scoring.Scorer`.
 
 :func:`run_trial` is the function the workers run; it returns everything to the caller (arrays
 and ``state_dict`` bytes) and writes no file.
@@ -21,7 +26,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal, Mapping
 
 import numpy as np
 import torch
@@ -30,15 +35,17 @@ from ignite.handlers import LinearCyclicalScheduler
 
 from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
-from .data import Batches, TensorData, as_tensor_data, eval_batches, gather
-from .handlers import CurveRecorder, DivergenceStop
-from .metrics import AccuracyStyle, LossFn, Probe, evaluate
+from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
+from .handlers import DivergenceStop
+from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
+from .scoring import AccuracyStyle, Scorer
 
 __all__ = [
     "TrialTask",
     "TrialOutcome",
     "Recipe",
     "build_recipe",
+    "loss_to",
     "create_trainer",
     "make_optimizer",
     "ThroughTimeRecorder",
@@ -53,10 +60,9 @@ __all__ = [
 SNAPSHOT_POINTS = 1024
 #: Points whose hidden representations are recorded for the analysis video.
 HIDDEN_POINTS = 256
-#: Hidden layers recorded at most (the last ones before the output).
-HIDDEN_LAYERS = 3
 
 TrialStatus = Literal["completed", "diverged", "failed"]
+LossFn = Callable[[Any, Any], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,8 @@ class TrialTask:
     snapshots_per_epoch: int = 10
     record_hidden: bool = False
     threads: int | None = None
+    #: custom ignite ``Metric``s by name, built in the worker
+    metrics: Mapping[str, LoaderSpec] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,6 +101,10 @@ class TrialOutcome:
     error: str | None = None
     diverged_iteration: int | None = None
     peak_rss_mib: float | None = None
+    #: the validation sets' names, the primary one first (recorded as ``*_val``, the others ``*_val_<name>``)
+    val_names: tuple[str, ...] = ()
+    #: the custom metrics' names (recorded as ``metric_<name>_<part>``)
+    metric_names: tuple[str, ...] = ()
 
 
 @dataclass
@@ -100,18 +112,27 @@ class Recipe:
     """The live objects built from the three loader specs."""
 
     model: torch.nn.Module
-    train_set: Any
-    val_set: Any
+    data: Data
     loss_fn: LossFn
+
+    @property
+    def prepare_batch(self) -> PrepareBatch:
+        """The record's ``prepare_batch``, else ignite's default for ``(x, y)`` batches."""
+        return self.data.prepare_batch or default_prepare_batch
 
 
 def build_recipe(model: LoaderSpec, dataset: LoaderSpec, loss: LoaderSpec) -> Recipe:
     """Call the three loaders (the model first, so its initialisation follows the seed)."""
     net = model.build()
-    pair = dataset.build()
-    train_set, val_set = pair
-    loss_fn = loss.build()
-    return Recipe(net, train_set, val_set, loss_fn)
+    data = as_data(dataset.build(), f"dataset_loader={dataset.describe()}")
+    return Recipe(net, data, loss.build())
+
+
+def loss_to(loss_fn: LossFn, device: torch.device) -> LossFn:
+    """The loss moved to ``device`` when it is a module (its ``weight=`` and other buffers)."""
+    if isinstance(loss_fn, torch.nn.Module):
+        return loss_fn.to(device)
+    return loss_fn
 
 
 def resolve_device(device: str, index: int = 0) -> torch.device:
@@ -146,19 +167,22 @@ def create_trainer(
     device: torch.device,
     grad_clip_norm: float | None = None,
     amp: bool = False,
+    prepare_batch: PrepareBatch | None = None,
 ) -> Engine:
     """An ignite ``Engine`` whose step is one optimizer update; ``engine.state.output`` is the loss.
 
+    Each raw batch goes through ``prepare_batch(batch, device, non_blocking=True) -> (x, y)``
+    (ignite's default for ``(x, y)`` pairs when ``None``) and the loss is ``loss_fn(model(x), y)``.
     ``amp`` runs the forward pass under ``torch.autocast`` (float16 with a ``GradScaler`` on
     CUDA, bfloat16 on the CPU); ``grad_clip_norm`` clips the gradient norm before the step.
     """
     amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
     scaler = torch.amp.GradScaler(device.type) if amp and device.type == "cuda" else None
+    prepare = prepare_batch or default_prepare_batch
 
-    def step(engine: Engine, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
+    def step(engine: Engine, batch: Any) -> float:
         # the model is put in training mode once (Events.STARTED); evaluations restore the mode
-        x, y = batch
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        x, y = prepare(batch, device, True)
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
             loss = loss_fn(model(x), y)
@@ -181,119 +205,13 @@ def create_trainer(
     return engine
 
 
-def snapshot_iterations(iters_per_epoch: int, epochs: int, per_epoch: int) -> list[int]:
-    """Iterations (after the update) at which to snapshot, ``per_epoch`` per epoch, deduplicated."""
-    total = iters_per_epoch * epochs
-    its = {int(round(k * iters_per_epoch / per_epoch)) for k in range(1, per_epoch * epochs + 1)}
-    return sorted(i for i in its if 1 <= i <= total)
-
-
-class ThroughTimeRecorder(CurveRecorder):
-    """Loss and perf on fixed subsets, ``per_epoch`` times per epoch plus once before training.
-
-    ``records`` holds the lists, with the exact fractional epoch of each snapshot (iteration /
-    iterations per epoch).
-    """
-
-    KEYS = ("epochs", "losses_train", "losses_val", "perfs_train", "perfs_val")
-
-    def __init__(
-        self,
-        probe: Probe,
-        train_batch: tuple[torch.Tensor, torch.Tensor],
-        val_batch: tuple[torch.Tensor, torch.Tensor],
-        iters_per_epoch: int,
-        epochs: int,
-        per_epoch: int,
-    ) -> None:
-        super().__init__()
-        self.probe = probe
-        self.train_batch, self.val_batch = probe.to_device(train_batch), probe.to_device(val_batch)
-        self.iters_per_epoch = iters_per_epoch
-        self._when = set(snapshot_iterations(iters_per_epoch, epochs, per_epoch))
-
-    def attach(self, engine: Engine) -> None:
-        if not engine.has_event_handler(self.snapshot, Events.STARTED):
-            engine.add_event_handler(Events.STARTED, self.snapshot)
-            engine.add_event_handler(
-                Events.ITERATION_COMPLETED(event_filter=lambda _e, it: it in self._when), self.snapshot
-            )
-
-    def snapshot(self, engine: Engine) -> None:
-        lt, pt = self.probe(self.train_batch)
-        lv, pv = self.probe(self.val_batch)
-        self.append(epochs=engine.state.iteration / self.iters_per_epoch, losses_train=lt, losses_val=lv,
-                    perfs_train=pt, perfs_val=pv)
-
-
-def _hidden_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    leaves = [(n, m) for n, m in model.named_modules() if n and not list(m.children())]
-    return leaves[:-1][-HIDDEN_LAYERS:] if len(leaves) > 1 else []
-
-
-class HiddenRecorder:
-    """Hidden representations of a fixed sample at the start and after every epoch.
-
-    Uses forward hooks on the model's last few leaf modules before the output; layers whose
-    output has fewer than 3 features are skipped. No special model API is needed.
-    """
-
-    def __init__(self, model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device):
-        self.model, self.device = model, device
-        self.x = batch[0].to(device)
-        self.targets = batch[1].detach().cpu().numpy()
-        self.layers = _hidden_layers(model)
-        self.epochs: list[float] = []
-        self.values: dict[str, list[np.ndarray]] = {name: [] for name, _ in self.layers}
-
-    def attach(self, engine: Engine) -> None:
-        if not self.layers or engine.has_event_handler(self.record, Events.STARTED):
-            return
-        engine.add_event_handler(Events.STARTED, self.record)
-        engine.add_event_handler(Events.EPOCH_COMPLETED, self.record)
-
-    @torch.no_grad()
-    def record(self, engine: Engine) -> None:
-        captured: dict[str, torch.Tensor] = {}
-        handles = [
-            module.register_forward_hook(lambda _m, _i, out, name=name: captured.__setitem__(name, out))
-            for name, module in self.layers
-        ]
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            self.model(self.x)
-        finally:
-            self.model.train(was_training)
-            for h in handles:
-                h.remove()
-        self.epochs.append(engine.state.epoch if engine.state.iteration else 0)
-        for name, out in captured.items():
-            if isinstance(out, torch.Tensor):
-                self.values[name].append(out.detach().reshape(out.shape[0], -1).float().cpu().numpy())
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        kept = [n for n, v in self.values.items() if v and v[0].shape[1] >= 3]
-        if not kept:
-            return {}
-        out: dict[str, np.ndarray] = {
-            "epochs": np.asarray(self.epochs, dtype=np.float64),
-            "targets": self.targets,
-            "layer_names": np.asarray(kept),
-        }
-        for k, name in enumerate(kept):
-            out[f"layer_{k}"] = np.stack(self.values[name])
-        return out
-
-
-def _as_tensors_or_itself(dataset: Any) -> TensorData | Any:
-    """The dataset as tensors when it can be materialised, else the dataset itself."""
-    tensors = as_tensor_data(dataset)
-    return dataset if tensors is None else tensors
-
-
 def _subset_indices(rng: np.random.Generator, n: int, m: int) -> torch.Tensor:
     return torch.from_numpy(np.sort(rng.choice(n, size=m, replace=False)))
+
+
+def passthrough(batch: Any, device: Any = None, non_blocking: bool = False) -> Any:
+    """A ``prepare_batch`` for batches prepared already (the fixed subsets on the device)."""
+    return batch
 
 
 def set_threads(threads: int | None) -> None:
@@ -327,39 +245,83 @@ def _peak_rss_mib() -> float | None:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
 
 
+@dataclass
+class _Sources:
+    """A trial's datasets ready for batching: the training set and each validation set by part name."""
+
+    train: BatchSource
+    val: dict[str, BatchSource]
+
+    @classmethod
+    def of(cls, data: Data, device: torch.device) -> _Sources:
+        pin = device.type == "cuda"
+        parts = part_names(data.val_names)
+        val = {parts[name]: BatchSource(ds, data, pin_memory=pin) for name, ds in data.val_sets.items()}
+        return cls(BatchSource(data.train, data, pin_memory=pin), val)
+
+
+def _snapshot_sets(
+    rng: np.random.Generator, sources: _Sources, prepare: PrepareBatch, device: torch.device
+) -> tuple[dict[str, list[Any]], torch.Tensor]:
+    """Fixed random subsets of ``min(SNAPSHOT_POINTS, len(train), len(set))`` points of the training set
+    (sized by the primary validation set) and of each validation set, read once and prepared on
+    ``device``; and the primary set's subset indices."""
+    n_train = len(sources.train)
+    m = min(SNAPSHOT_POINTS, n_train, len(sources.val["val"]))
+    indices = {"train": _subset_indices(rng, n_train, m)}
+    for part, src in sources.val.items():
+        indices[part] = _subset_indices(rng, len(src), min(SNAPSHOT_POINTS, n_train, len(src)))
+    sets = {}
+    for part, idx in indices.items():
+        src = sources.train if part == "train" else sources.val[part]
+        sets[part] = [prepare(b, device, False) for b in src.fixed(idx, batch_size=SNAPSHOT_POINTS)]
+    return sets, indices["val"]
+
+
+def _final_metrics(
+    scorer: Scorer, model: torch.nn.Module, sources: _Sources, prepare: PrepareBatch, device: torch.device
+) -> dict[str, float]:
+    """Every metric over the whole training set and every validation set, under :func:`final_key`."""
+    out: dict[str, float] = {}
+    for part, src in {"train": sources.train, **sources.val}.items():
+        batches = (prepare(b, device, True) for b in src.in_order())
+        for metric, value in scorer.measure(model, batches).items():
+            out[final_key(metric, part)] = value
+    return out
+
+
 def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     hp = task.hparams
     torch.manual_seed(task.seed)
     rng = np.random.default_rng(task.seed)
     recipe = build_recipe(task.model, task.dataset, task.loss)
+    extra = {name: spec.build() for name, spec in task.metrics.items()}
+    outcome.val_names, outcome.metric_names = recipe.data.val_names, tuple(extra)
     device = resolve_device(task.device, task.trial_id)
     model = recipe.model.to(device)
+    loss_fn = loss_to(recipe.loss_fn, device)
     outcome.model_init = state_dict_bytes(model)
 
-    train_data: TensorData | Any = _as_tensors_or_itself(recipe.train_set)
-    val_data: TensorData | Any = _as_tensors_or_itself(recipe.val_set)
-    m = min(SNAPSHOT_POINTS, len(train_data), len(val_data))
-    train_sub = gather(train_data, _subset_indices(rng, len(train_data), m))
-    val_sub = gather(val_data, _subset_indices(rng, len(val_data), m))
-
-    generator = torch.Generator().manual_seed(task.seed)
-    batches = Batches(train_data, hp.batch_size, generator)
+    sources = _Sources.of(recipe.data, device)
+    sets, val_indices = _snapshot_sets(rng, sources, recipe.prepare_batch, device)
+    batches = Batches(sources.train, hp.batch_size, torch.Generator().manual_seed(task.seed))
     iters_per_epoch = len(batches)
 
     optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
                                weight_decay=hp.weight_decay)
-    engine = create_trainer(model, optimizer, recipe.loss_fn, device, hp.grad_clip_norm, hp.amp)
+    engine = create_trainer(model, optimizer, loss_fn, device, hp.grad_clip_norm, hp.amp, recipe.prepare_batch)
     cycle = max(2, int(round(hp.cycle_size_epochs * iters_per_epoch)))
     scheduler = LinearCyclicalScheduler(optimizer, "lr", start_value=hp.lr_start, end_value=hp.lr_end, cycle_size=cycle)
     engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
     guard = DivergenceStop()
     guard.attach(engine)
-    probe = Probe(model, recipe.loss_fn, task.accuracy_style, device)
-    recorder = ThroughTimeRecorder(probe, train_sub, val_sub, iters_per_epoch, hp.epochs, task.snapshots_per_epoch)
+    scorer = Scorer(loss_fn, task.accuracy_style, extra, prepare_batch=passthrough)
+    recorder = ThroughTimeRecorder(scorer, model, sets, iters_per_epoch, hp.epochs, task.snapshots_per_epoch)
     recorder.attach(engine)
     hidden = None
     if task.record_hidden:
-        hidden = HiddenRecorder(model, (val_sub[0][:HIDDEN_POINTS], val_sub[1][:HIDDEN_POINTS]), device)
+        sample = sources.val["val"].take(val_indices[:HIDDEN_POINTS])  # the first fixed val points
+        hidden = HiddenRecorder(model, recipe.prepare_batch(sample, device, False))
         hidden.attach(engine)
 
     engine.run(batches, max_epochs=hp.epochs)
@@ -372,16 +334,8 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
         outcome.diverged_iteration = guard.diverged_at
         outcome.error = f"loss became non-finite at iteration {guard.diverged_at}"
         return
-    style = task.accuracy_style
-    loss_train, perf_train = evaluate(model, recipe.loss_fn, eval_batches(train_data), style, device)
-    loss_val, perf_val = evaluate(model, recipe.loss_fn, eval_batches(val_data), style, device)
-    outcome.metrics = {
-        "loss_train": loss_train,
-        "loss_val": loss_val,
-        "perf_train": perf_train,
-        "perf_val": perf_val,
-    }
-    if not all(math.isfinite(v) for v in outcome.metrics.values()):
+    outcome.metrics = _final_metrics(scorer, model, sources, recipe.prepare_batch, device)
+    if not all(math.isfinite(v) for k, v in outcome.metrics.items() if not k.startswith("metric_")):
         outcome.status = "diverged"
         outcome.error = "final loss or perf is not finite"
         return

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from ..config.specs import LoaderSpec
-from ..engine.metrics import AccuracyStyle
+from ..engine.scoring import AccuracyStyle
 from ..engine.sweeps import LRSweepResult, LRSweepTask, RecipeSpec, run_lr_sweep
 from ..exceptions import TuningError
 from ..runtime.tasks import TaskRunner

@@ -1,0 +1,113 @@
+"""An ignite ``Engine`` that also measures the gradient noise: the LR sweeps' trainer.
+
+:func:`create_noise_trainer` steps on the batch's mean gradient computed chunk by chunk and keeps
+the squared gradient norms at two batch sizes (:class:`GradNorms`) from which
+:mod:`ignite_seg.tuning.noise_scale` estimates the gradient noise scale.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import torch
+from ignite.engine import Engine
+
+from .batching import PrepareBatch, default_prepare_batch
+
+__all__ = ["GradNorms", "NoiseTrainer", "create_noise_trainer"]
+
+
+class GradNorms(NamedTuple):
+    """Squared gradient norms of one noise-trainer step, at two batch sizes (see :mod:`ignite_seg.tuning.noise_scale`)."""
+
+    sq_small: float  #: mean over the chunks of ``|g_c|²``
+    sq_big: float  #: ``|mean g_c|²``, the whole batch's
+    b_small: float  #: examples per chunk
+    b_big: float  #: examples in the batch
+
+
+class NoiseTrainer(Engine):
+    """An ``Engine`` whose step also measures gradient norms; the last step's are in ``grad_norms``."""
+
+    def __init__(self, process_function: Callable[[Engine, Any], Any]) -> None:
+        super().__init__(process_function)
+        self.grad_norms: GradNorms | None = None
+
+
+def create_noise_trainer(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    device: torch.device,
+    chunks: int,
+    prepare_batch: PrepareBatch | None = None,
+) -> NoiseTrainer:
+    """An ``Engine`` whose step is one SGD update on the batch's mean gradient, computed chunk by chunk.
+
+    The batch of ``B`` is split into ``chunks`` chunks of ``B / chunks``; with ``g_c`` the chunk
+    gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step keeps
+    ``trainer.grad_norms = GradNorms(mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
+    two batch sizes from which :mod:`ignite_seg.tuning.noise_scale` estimates the noise scale. Batches
+    that do not split evenly, and every batch with ``chunks=1`` (a sweep that needs no noise
+    scale), get plain updates and no norms. Raw batches go through ``prepare_batch`` (ignite's
+    default when ``None``); an input ``x`` is split along its first dimension, tensor by tensor
+    inside tuples, lists and dicts (an input of any other type gets plain updates).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    prepare = prepare_batch or default_prepare_batch
+
+    def step(engine: Engine, batch: Any) -> float:
+        model.train()
+        x, y = prepare(batch, device, True)
+        n = int(y.shape[0])
+        k = chunks if n % chunks == 0 and n >= 2 * chunks and _splittable(x, n) else 1
+        if k == 1:  # a plain update: no norms to measure (chunks=1, or a batch that does not split)
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            trainer.grad_norms = None
+            return float(loss.detach())
+        total = None
+        sq_small = 0.0
+        loss_sum = 0.0
+        for xc, yc in zip(_split(x, k), y.chunk(k)):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xc), yc)
+            loss.backward()
+            flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+            sq_small += float(flat.dot(flat))
+            total = flat if total is None else total + flat
+            loss_sum += float(loss.detach())
+        assert total is not None
+        mean = total / k
+        offset = 0
+        for p in params:
+            p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        trainer.grad_norms = GradNorms(sq_small / k, float(mean.dot(mean)), n / k, float(n))
+        optimizer.step()
+        return loss_sum / k
+
+    trainer = NoiseTrainer(step)
+    return trainer
+
+
+def _splittable(x: Any, n: int) -> bool:
+    """Whether :func:`_split` can cut ``x`` into chunks along a first dimension of ``n``."""
+    if isinstance(x, torch.Tensor):
+        return x.ndim >= 1 and int(x.shape[0]) == n
+    if isinstance(x, (tuple, list)):
+        return len(x) > 0 and all(_splittable(v, n) for v in x)
+    if isinstance(x, dict):
+        return len(x) > 0 and all(_splittable(v, n) for v in x.values())
+    return False
+
+
+def _split(x: Any, k: int) -> list[Any]:
+    """``x`` (a tensor, or tuples/lists/dicts of them) cut into ``k`` equal chunks along dimension 0."""
+    if isinstance(x, torch.Tensor):
+        return list(x.chunk(k))
+    if isinstance(x, dict):
+        parts = {key: _split(v, k) for key, v in x.items()}
+        return [{key: p[i] for key, p in parts.items()} for i in range(k)]
+    return [type(x)(chunk) for chunk in zip(*(_split(v, k) for v in x))]
