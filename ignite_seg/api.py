@@ -16,13 +16,14 @@ from tqdm.auto import tqdm
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.checks import check_bool, check_choice, check_device, check_int, check_trials
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
-from .config.specs import LoaderSpec, normalize_spec
+from .config.specs import LoaderSpec, normalize_spec, refers_to_main
 from .engine.metrics import ACCURACY_STYLES
 from .engine.probe import probe_recipe
 from .exceptions import ConfigError, FolderError
 from .run_plan import RunConfig, check_continuation, plan_trials, run_record, settle
 from .runtime.checks import check_cores, check_executor, check_reproducible_executor, check_timeout
 from .runtime.logs import ensure_logging
+from .runtime.main_module import check_main_guard, workers_skip_main
 from .runtime.tasks import TaskLost, TaskRunner, prestart
 from .runtime.workers import second_interrupt_exits
 from .storage.atomic import read_json, remove_stale_temporaries, write_json, write_npz
@@ -106,7 +107,6 @@ def train(
     model_loader: LoaderLike,
     dataset_loader: LoaderLike,
     loss_loader: LoaderLike,
-    *,
     folder: str | os.PathLike[str],
     hyperparameters: str | HyperparameterSettings | FixedHyperparameters = "fast",
     analysis: str | AnalysisSettings = "images",
@@ -117,6 +117,7 @@ def train(
     history_folder: str | os.PathLike[str] | None = None,
     cores: int | Literal["all"] = "all",
     trials_strict: bool = False,
+    *,
     executor: Executor | None = None,
     device: str = "auto",
     seed: int | None = None,
@@ -170,21 +171,30 @@ def train(
         plan=(trials, trials_strict, is_continuation, seed, snapshots_per_epoch),
         compute=(cores, executor, device, trial_timeout),
     )
+    return run_validated(cfg, "train")
+
+
+def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
+    """The pipeline of a validated call: continuation check, probe, archive + lock, tune, trials,
+    collate, analyse. ``entry`` names the public function in the main-guard error."""
+    uses_main = any(refers_to_main(spec) for spec in cfg.specs.values())
+    check_main_guard(entry, uses_main)  # before any worker starts
     previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
     cfg = settle(cfg, previous)
-    facts = _probe(cfg)
-    # archive an old run and take the lock; a second interrupt while the first is handled exits now
-    with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
-        run_info = run_record(cfg, previous)
-        rf.write_run(run_info)
-        with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
-            hp = _hyperparameters(rf, runner, cfg, facts)
-            run_info["planned_trials"] = plan_trials(rf, cfg, previous, runner.capacity)
-            rf.write_run(run_info)  # the plan is on disk before any trial runs
-            finished, collator = _run_trials(rf, runner, cfg, hp, run_info["planned_trials"])
-        _collate(rf, cfg, collator, run_info)
-        _analyse(rf, cfg, run_info)
-        return _result(rf, hp, finished)
+    with workers_skip_main(not uses_main):  # an unguarded script is not run again in the workers
+        facts = _probe(cfg)
+        # archive an old run and take the lock; a second interrupt while the first is handled exits now
+        with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
+            run_info = run_record(cfg, previous)
+            rf.write_run(run_info)
+            with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
+                hp = _hyperparameters(rf, runner, cfg, facts)
+                run_info["planned_trials"] = plan_trials(rf, cfg, previous, runner.capacity)
+                rf.write_run(run_info)  # the plan is on disk before any trial runs
+                finished, collator = _run_trials(rf, runner, cfg, hp, run_info["planned_trials"])
+            _collate(rf, cfg, collator, run_info)
+            _analyse(rf, cfg, run_info)
+            return _result(rf, hp, finished)
 
 
 def _validate(
@@ -205,15 +215,19 @@ def _validate(
     collect = resolve_analysis(later, "allow_later_analysis_up_to")
     check_choice("accuracy_style", accuracy_style, ACCURACY_STYLES)
     check_bool("is_continuation", is_continuation)
-    n_trials = check_trials(trials, is_continuation)
     check_bool("trials_strict", trials_strict)
+    n_trials = check_trials(trials, is_continuation, trials_strict)
+    hp_settings = resolve_hyperparameters(hyperparameters)
+    if n_trials == 0 and not is_continuation and isinstance(hp_settings, FixedHyperparameters):
+        raise ConfigError("trials must be >= 1, got 0: trials=0 with trials_strict=True tunes only, and "
+                          "fixed hyperparameters leave nothing to tune. Pass a tuner preset, or trials >= 1.")
     executor = check_executor(executor)
     check_reproducible_executor(executor)
     folder = resolve_folder_arg(folders[0], "folder")
     history = folder.parent / "history" if folders[1] is None else resolve_folder_arg(folders[1], "history_folder")
     check_history_folder(folder, history)
     return RunConfig(
-        folder=folder, history=history, specs=specs, hp_settings=resolve_hyperparameters(hyperparameters),
+        folder=folder, history=history, specs=specs, hp_settings=hp_settings,
         analysis=analysis_settings, collect=max(collect, analysis_settings, key=lambda a: a.level),
         accuracy_style=accuracy_style, trials=n_trials, trials_strict=trials_strict,
         is_continuation=is_continuation, cores=check_cores(cores, executor), executor=executor,

@@ -63,7 +63,7 @@ def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
         check_replaceable(rf.path)  # only an ignite_seg run is ever moved to the history
         return None
     if not has_content(rf.path):
-        if cfg.trials == 0:
+        if cfg.trials == 0 and not cfg.trials_strict:
             raise ConfigError(
                 f"trials=0 with is_continuation=True finishes a run, but {str(rf.path)!r} holds none. "
                 "Pass trials >= 1 to start one."
