@@ -21,7 +21,11 @@ from .exceptions import (  # noqa: E402
     TuningError,
 )
 
-_LAZY = {"train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api"}
+_LAZY = {
+    "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api",
+    "tune": "tune_only", "TuneResult": "tune_only", "lr_range_test": "tuning.range_test",
+    "RangeTestResult": "tuning.range_test",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -40,6 +44,10 @@ def __dir__() -> list[str]:
 __all__ = [
     "__version__",
     "train",
+    "tune",
+    "TuneResult",
+    "lr_range_test",
+    "RangeTestResult",
     "analyze",
     "load_model",
     "TrainResult",
