@@ -8,6 +8,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING  # noqa: E402
+
 from .analysis import analyze  # noqa: E402
 from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings  # noqa: E402
 from .config.hyperparameters import PRESETS, FixedHyperparameters, HyperparameterSettings, get_preset  # noqa: E402
@@ -20,6 +22,11 @@ from .exceptions import (  # noqa: E402
     IgniteSegError,
     TuningError,
 )
+
+if TYPE_CHECKING:  # the lazy names, typed for checkers and editors
+    from .api import TrainResult, TrialSummary, load_model, train
+    from .tune_only import TuneResult, tune
+    from .tuning.range_test import RangeTestResult, lr_range_test
 
 _LAZY = {
     "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api",
