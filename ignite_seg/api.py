@@ -126,6 +126,8 @@ def train(
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
 
+    The first 13 arguments may be positional, in ignite-simple's order (docs/migrating.md).
+
     Args:
         model_loader: recipe of the model, ``(module, attrname, args, kwargs)`` or a picklable callable.
         dataset_loader: recipe returning ``(train_set, val_set)``.
@@ -139,6 +141,7 @@ def train(
         allow_later_analysis_up_to: collect enough data to run this analysis later.
         accuracy_style: how perf is measured.
         trials: minimum number of trials (more when ``trials_strict=False`` fills idle workers).
+            ``trials=0`` with ``trials_strict=True`` tunes only (see :func:`ignite_seg.tune`).
             With ``is_continuation=True`` the trials are added to the folder's; a folder whose
             run was interrupted is completed as planned, with the same seeds, and nothing is
             added. ``trials=0`` (continuation only) finishes an interrupted run and adds nothing
@@ -164,7 +167,7 @@ def train(
         >>> model = ignite_seg.load_model("out/current", trial=0, trust_recipe=True)
     """
     ensure_logging()
-    cfg = _validate(
+    cfg = validate(
         loaders=(model_loader, dataset_loader, loss_loader),
         folders=(folder, history_folder),
         recipe=(hyperparameters, analysis, allow_later_analysis_up_to, accuracy_style),
@@ -197,7 +200,7 @@ def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
             return _result(rf, hp, finished)
 
 
-def _validate(
+def validate(
     loaders: tuple[Any, Any, Any],
     folders: tuple[Any, Any],
     recipe: tuple[Any, Any, Any, Any],

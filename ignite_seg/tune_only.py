@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from .analysis.settings import AnalysisSettings, resolve_analysis
-from .api import LoaderLike, _validate, run_validated
+from .api import LoaderLike, run_validated, validate
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .exceptions import ConfigError
 from .runtime.logs import ensure_logging
@@ -89,7 +89,7 @@ def tune(
     ensure_logging()
     wanted = resolve_analysis(analysis)
     later = max(wanted, resolve_analysis("images"), key=lambda a: a.level)
-    cfg = _validate(
+    cfg = validate(
         loaders=(model_loader, dataset_loader, loss_loader),
         folders=(folder, history_folder),
         recipe=(hyperparameters, wanted, later, accuracy_style),
