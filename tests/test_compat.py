@@ -141,3 +141,22 @@ def test_a_script_without_main_guard_and_its_own_loaders_gets_one_config_error(t
     assert 'if __name__ == "__main__":' in proc.stderr and "line 11" in proc.stderr
     assert "RuntimeError" not in proc.stderr and "checking the recipe" not in proc.stderr
     assert not (tmp_path / "out").exists()  # refused before anything was written or started
+
+
+def test_workers_skip_main_hides_the_script_from_multiprocessing_and_restores_it(monkeypatch):
+    import types
+    from multiprocessing import spawn
+
+    from ignite_seg.runtime.main_module import workers_skip_main
+
+    fake = types.ModuleType("__main__")
+    fake.__file__ = "/somewhere/myscript.py"
+    fake.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", fake)
+    assert spawn.get_preparation_data("x")["init_main_from_path"] == "/somewhere/myscript.py"
+    with workers_skip_main(True):
+        data = spawn.get_preparation_data("x")
+        assert "init_main_from_path" not in data and "init_main_from_name" not in data
+    assert fake.__file__ == "/somewhere/myscript.py" and fake.__spec__ is None
+    with workers_skip_main(False):
+        assert spawn.get_preparation_data("x")["init_main_from_path"] == "/somewhere/myscript.py"
