@@ -10,10 +10,14 @@ the worker processes can import this file (hence the ``if __name__ == "__main__"
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
+
+if TYPE_CHECKING:
+    from ignite_seg.api import TrainResult
 
 
 def model() -> nn.Module:
@@ -52,14 +56,22 @@ def main() -> None:
         cores=args.cores if args.cores == "all" else int(args.cores),
         seed=args.seed,
     )
-    done = result.completed
-    print(f"\n{len(done)} trial(s) completed with {result.hyperparameters}")
+    _print_where_to_look(result, args.analysis)
+
+
+def _print_where_to_look(result: TrainResult, analysis: str) -> None:
+    """The outcome in a few lines, and where to look next (not the recipe's full repr)."""
+    done, hp, folder = result.completed, result.hyperparameters, result.folder
+    print(f"\n{len(done)} trial(s) completed: lr {hp.lr_start:.3g} -> {hp.lr_end:.3g}, batch size "
+          f"{hp.batch_size}, {hp.epochs} epochs (all of it in {folder / 'hparams' / 'final.json'})")
     if done:
         perfs = [t.perf_val for t in done]
         print(f"validation accuracy: mean {sum(perfs) / len(perfs):.4f}, best {max(perfs):.4f}")
-    print(f"results: {result.paths['results']}")
-    if args.analysis != "none":
-        print(f"report:  {result.paths['analysis'] / 'index.html'}")
+    if analysis != "none":
+        print(f"report: {folder / 'analysis' / 'index.html'}")
+    else:
+        print(f"report: python -m ignite_seg.reanalyze {folder} --analysis images")
+    print(f"video:  python -m ignite_seg.reanalyze {folder} --analysis video")
 
 
 if __name__ == "__main__":

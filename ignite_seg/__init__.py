@@ -8,6 +8,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING  # noqa: E402
+
 from .analysis import analyze  # noqa: E402
 from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings  # noqa: E402
 from .config.hyperparameters import PRESETS, FixedHyperparameters, HyperparameterSettings, get_preset  # noqa: E402
@@ -21,7 +23,17 @@ from .exceptions import (  # noqa: E402
     TuningError,
 )
 
-_LAZY = {"Data": "engine.batching", "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api"}
+if TYPE_CHECKING:  # the lazy names, typed for checkers and editors
+    from .api import TrainResult, TrialSummary, load_model, train
+    from .engine.batching import Data
+    from .tune_only import TuneResult, tune
+    from .tuning.range_test import RangeTestResult, lr_range_test
+
+_LAZY = {
+    "Data": "engine.batching", "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api",
+    "tune": "tune_only", "TuneResult": "tune_only", "lr_range_test": "tuning.range_test",
+    "RangeTestResult": "tuning.range_test",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -41,6 +53,10 @@ __all__ = [
     "__version__",
     "train",
     "Data",
+    "tune",
+    "TuneResult",
+    "lr_range_test",
+    "RangeTestResult",
     "analyze",
     "load_model",
     "TrainResult",

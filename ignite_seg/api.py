@@ -6,8 +6,6 @@ import logging
 import os
 import warnings
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, Mapping
 
 import numpy as np
@@ -16,13 +14,25 @@ from tqdm.auto import tqdm
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.checks import check_bool, check_choice, check_device, check_int, check_trials
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
-from .config.specs import LoaderSpec, normalize_spec
+from .config.specs import LoaderSpec, normalize_spec, refers_to_main
 from .engine.probe import probe_recipe
 from .engine.scoring import ACCURACY_STYLES
 from .exceptions import ConfigError, FolderError
-from .run_plan import RunConfig, check_continuation, check_metrics, check_same_metrics, plan_trials, run_record, settle
+from .run_plan import (
+    RunConfig,
+    TrainResult,
+    TrialSummary,
+    check_continuation,
+    check_metrics,
+    check_same_metrics,
+    plan_trials,
+    run_record,
+    settle,
+    train_result,
+)
 from .runtime.checks import check_cores, check_executor, check_reproducible_executor, check_timeout
 from .runtime.logs import ensure_logging
+from .runtime.main_module import check_main_guard, workers_skip_main
 from .runtime.tasks import TaskLost, TaskRunner, prestart
 from .runtime.workers import second_interrupt_exits
 from .storage.atomic import read_json, remove_stale_temporaries, write_json, write_npz
@@ -49,56 +59,6 @@ WORKER_PRELOAD = ("ignite_seg.engine.trainer", "torch._dynamo")
 LoaderLike = tuple[str, str, tuple[Any, ...], Mapping[str, Any]] | Callable[..., Any]
 
 
-@dataclass(frozen=True)
-class TrialSummary:
-    """Final metrics of one trial (NaN where the trial did not complete)."""
-
-    trial_id: int
-    status: str
-    loss_train: float
-    loss_val: float
-    perf_train: float
-    perf_val: float
-    seconds: float
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` returns: the recipe used, every trial of the folder and the paths written."""
-
-    folder: Path
-    hyperparameters: FixedHyperparameters
-    trials: tuple[TrialSummary, ...]
-    paths: Mapping[str, Path] = field(default_factory=dict)
-
-    @property
-    def completed(self) -> tuple[TrialSummary, ...]:
-        return tuple(t for t in self.trials if t.status == "completed")
-
-    @property
-    def n_failed(self) -> int:
-        return sum(t.status == "failed" for t in self.trials)
-
-    @property
-    def n_diverged(self) -> int:
-        return sum(t.status == "diverged" for t in self.trials)
-
-    @property
-    def failures(self) -> tuple[TrialSummary, ...]:
-        """The trials that failed or diverged, each with its ``error`` saying why."""
-        return tuple(t for t in self.trials if t.status != "completed")
-
-    def __str__(self) -> str:
-        done = self.completed
-        lines = [f"ignite_seg run in {self.folder}: {len(done)} of {len(self.trials)} trial(s) completed"]
-        if done:
-            perfs = [t.perf_val for t in done]
-            lines.append(f"  val perf: mean {sum(perfs) / len(perfs):.4f}, best {max(perfs):.4f}")
-        lines.extend(f"  trial {t.trial_id} {t.status}: {t.error}" for t in self.failures)
-        return "\n".join(lines)
-
-
 def trial_seed(base_seed: int, trial_id: int) -> int:
     """The seed of trial ``trial_id``: depends on the run's seed and the id only, not on workers."""
     return int(np.random.SeedSequence([base_seed, trial_id]).generate_state(1)[0])
@@ -108,7 +68,6 @@ def train(
     model_loader: LoaderLike,
     dataset_loader: LoaderLike,
     loss_loader: LoaderLike,
-    *,
     folder: str | os.PathLike[str],
     hyperparameters: str | HyperparameterSettings | FixedHyperparameters = "fast",
     analysis: str | AnalysisSettings = "images",
@@ -119,6 +78,7 @@ def train(
     history_folder: str | os.PathLike[str] | None = None,
     cores: int | Literal["all"] = "all",
     trials_strict: bool = False,
+    *,
     executor: Executor | None = None,
     device: str = "auto",
     seed: int | None = None,
@@ -128,6 +88,8 @@ def train(
     metric_modes: Mapping[str, Literal["min", "max"]] | None = None,
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
+
+    The first 13 arguments may be positional, in ignite-simple's order (docs/migrating.md).
 
     Args:
         model_loader: recipe of the model, ``(module, attrname, args, kwargs)`` or a picklable callable.
@@ -142,6 +104,7 @@ def train(
         allow_later_analysis_up_to: collect enough data to run this analysis later.
         accuracy_style: how perf is measured.
         trials: minimum number of trials (more when ``trials_strict=False`` fills idle workers).
+            ``trials=0`` with ``trials_strict=True`` tunes only (see :func:`ignite_seg.tune`).
             With ``is_continuation=True`` the trials are added to the folder's; a folder whose
             run was interrupted is completed as planned, with the same seeds, and nothing is
             added. ``trials=0`` (continuation only) finishes an interrupted run and adds nothing
@@ -173,7 +136,7 @@ def train(
         >>> model = ignite_seg.load_model("out/current", trial=0, trust_recipe=True)
     """
     ensure_logging()
-    cfg = _validate(
+    cfg = validate(
         loaders=(model_loader, dataset_loader, loss_loader),
         folders=(folder, history_folder),
         recipe=(hyperparameters, analysis, allow_later_analysis_up_to, accuracy_style),
@@ -181,25 +144,34 @@ def train(
         compute=(cores, executor, device, trial_timeout),
         custom=(metrics, metric_modes),
     )
+    return run_validated(cfg, "train")
+
+
+def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
+    """The pipeline of a validated call: continuation check, probe, archive + lock, tune, trials,
+    collate, analyse. ``entry`` names the public function in the main-guard error."""
+    uses_main = any(refers_to_main(spec) for spec in cfg.specs.values())
+    check_main_guard(entry, uses_main)  # before any worker starts
     previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
     check_same_metrics(cfg, previous)
     cfg = settle(cfg, previous)
-    facts = _probe(cfg)
-    # archive an old run and take the lock; a second interrupt while the first is handled exits now
-    with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
-        run_info = run_record(cfg, previous, facts["val_names"])
-        rf.write_run(run_info)
-        with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
-            hp = _hyperparameters(rf, runner, cfg, facts)
-            run_info["planned_trials"] = plan_trials(rf, cfg, previous, runner.capacity)
-            rf.write_run(run_info)  # the plan is on disk before any trial runs
-            finished, collator = _run_trials(rf, runner, cfg, hp, run_info["planned_trials"])
-        _collate(rf, cfg, collator, run_info)
-        _analyse(rf, cfg, run_info)
-        return _result(rf, hp, finished)
+    with workers_skip_main(not uses_main):  # an unguarded script is not run again in the workers
+        facts = _probe(cfg)
+        # archive an old run and take the lock; a second interrupt while the first is handled exits now
+        with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
+            run_info = run_record(cfg, previous, facts["val_names"])
+            rf.write_run(run_info)
+            with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
+                hp = _hyperparameters(rf, runner, cfg, facts)
+                run_info["planned_trials"] = plan_trials(rf, cfg, previous, runner.capacity)
+                rf.write_run(run_info)  # the plan is on disk before any trial runs
+                finished, collator = _run_trials(rf, runner, cfg, hp, run_info["planned_trials"])
+            _collate(rf, cfg, collator, run_info)
+            _analyse(rf, cfg, run_info)
+            return train_result(rf, hp, finished)
 
 
-def _validate(
+def validate(
     loaders: tuple[Any, Any, Any],
     folders: tuple[Any, Any],
     recipe: tuple[Any, Any, Any, Any],
@@ -219,15 +191,19 @@ def _validate(
     collect = resolve_analysis(later, "allow_later_analysis_up_to")
     check_choice("accuracy_style", accuracy_style, ACCURACY_STYLES)
     check_bool("is_continuation", is_continuation)
-    n_trials = check_trials(trials, is_continuation)
     check_bool("trials_strict", trials_strict)
+    n_trials = check_trials(trials, is_continuation, trials_strict)
+    hp_settings = resolve_hyperparameters(hyperparameters)
+    if n_trials == 0 and not is_continuation and isinstance(hp_settings, FixedHyperparameters):
+        raise ConfigError("trials must be >= 1, got 0: trials=0 with trials_strict=True tunes only, and "
+                          "fixed hyperparameters leave nothing to tune. Pass a tuner preset, or trials >= 1.")
     executor = check_executor(executor)
     check_reproducible_executor(executor)
     folder = resolve_folder_arg(folders[0], "folder")
     history = folder.parent / "history" if folders[1] is None else resolve_folder_arg(folders[1], "history_folder")
     check_history_folder(folder, history)
     return RunConfig(
-        folder=folder, history=history, specs=specs, hp_settings=resolve_hyperparameters(hyperparameters),
+        folder=folder, history=history, specs=specs, hp_settings=hp_settings,
         analysis=analysis_settings, collect=max(collect, analysis_settings, key=lambda a: a.level),
         accuracy_style=accuracy_style, trials=n_trials, trials_strict=trials_strict,
         is_continuation=is_continuation, cores=check_cores(cores, executor), executor=executor,
@@ -375,23 +351,6 @@ def _lost_outcome(lost: TaskLost[Any]) -> Any:
         trial_id=lost.task.trial_id, status="failed", seconds=float("nan"), started_at=float("nan"), pid=-1,
         error=lost.message,
     )
-
-
-def _result(rf: RunFolder, hp: FixedHyperparameters, finished: Mapping[int, Mapping[str, Any]]) -> TrainResult:
-    nan = float("nan")
-    summaries = tuple(
-        TrialSummary(
-            trial_id=tid, status=str(r.get("status")), loss_train=float(r.get("loss_train", nan)),
-            loss_val=float(r.get("loss_val", nan)), perf_train=float(r.get("perf_train", nan)),
-            perf_val=float(r.get("perf_val", nan)), seconds=float(r.get("seconds") or nan), error=r.get("error"),
-        )
-        for tid, r in sorted(finished.items())
-    )
-    paths = {
-        "folder": rf.path, "run": rf.run_json, "results": rf.results, "throughtimes": rf.throughtimes,
-        "hparams": rf.hparams, "trials": rf.trials, "analysis": rf.analysis,
-    }
-    return TrainResult(folder=rf.path, hyperparameters=hp, trials=summaries, paths=paths)
 
 
 def load_model(

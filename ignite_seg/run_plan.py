@@ -28,7 +28,10 @@ from .storage.atomic import read_json
 from .storage.result_keys import ResultKeys
 from .storage.run_folder import RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
 
-__all__ = ["RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials"]
+__all__ = [
+    "RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials", "TrainResult",
+    "TrialSummary", "train_result", "check_metrics", "check_same_metrics",
+]
 
 logger = logging.getLogger("ignite_seg")
 
@@ -66,7 +69,7 @@ def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
         check_replaceable(rf.path)  # only an ignite_seg run is ever moved to the history
         return None
     if not has_content(rf.path):
-        if cfg.trials == 0:
+        if cfg.trials == 0 and not cfg.trials_strict:
             raise ConfigError(
                 f"trials=0 with is_continuation=True finishes a run, but {str(rf.path)!r} holds none. "
                 "Pass trials >= 1 to start one."
@@ -232,3 +235,70 @@ def check_metrics(metrics: Any, modes: Any) -> tuple[dict[str, LoaderSpec], dict
     except ValueError as exc:
         raise ConfigError(f"metrics: {exc}") from None
     return specs, {name: modes[name] for name in specs}
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    """Final metrics of one trial (NaN where the trial did not complete)."""
+
+    trial_id: int
+    status: str
+    loss_train: float
+    loss_val: float
+    perf_train: float
+    perf_val: float
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`train` returns: the recipe used, every trial of the folder and the paths written."""
+
+    folder: Path
+    hyperparameters: FixedHyperparameters
+    trials: tuple[TrialSummary, ...]
+    paths: Mapping[str, Path] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> tuple[TrialSummary, ...]:
+        return tuple(t for t in self.trials if t.status == "completed")
+
+    @property
+    def n_failed(self) -> int:
+        return sum(t.status == "failed" for t in self.trials)
+
+    @property
+    def n_diverged(self) -> int:
+        return sum(t.status == "diverged" for t in self.trials)
+
+    @property
+    def failures(self) -> tuple[TrialSummary, ...]:
+        """The trials that failed or diverged, each with its ``error`` saying why."""
+        return tuple(t for t in self.trials if t.status != "completed")
+
+    def __str__(self) -> str:
+        done = self.completed
+        lines = [f"ignite_seg run in {self.folder}: {len(done)} of {len(self.trials)} trial(s) completed"]
+        if done:
+            perfs = [t.perf_val for t in done]
+            lines.append(f"  val perf: mean {sum(perfs) / len(perfs):.4f}, best {max(perfs):.4f}")
+        lines.extend(f"  trial {t.trial_id} {t.status}: {t.error}" for t in self.failures)
+        return "\n".join(lines)
+
+
+def train_result(rf: RunFolder, hp: FixedHyperparameters, finished: Mapping[int, Mapping[str, Any]]) -> TrainResult:
+    nan = float("nan")
+    summaries = tuple(
+        TrialSummary(
+            trial_id=tid, status=str(r.get("status")), loss_train=float(r.get("loss_train", nan)),
+            loss_val=float(r.get("loss_val", nan)), perf_train=float(r.get("perf_train", nan)),
+            perf_val=float(r.get("perf_val", nan)), seconds=float(r.get("seconds") or nan), error=r.get("error"),
+        )
+        for tid, r in sorted(finished.items())
+    )
+    paths = {
+        "folder": rf.path, "run": rf.run_json, "results": rf.results, "throughtimes": rf.throughtimes,
+        "hparams": rf.hparams, "trials": rf.trials, "analysis": rf.analysis,
+    }
+    return TrainResult(folder=rf.path, hyperparameters=hp, trials=summaries, paths=paths)

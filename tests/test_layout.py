@@ -16,7 +16,7 @@ MAX_MODULE_LINES = 450
 MAX_BODY_LINES = 60
 MAX_FIGURE_BODY_LINES = 120
 MAX_PARAMS = 8
-ENTRY_POINTS = {"train", "tune"}
+ENTRY_POINTS = {"train", "tune", "lr_range_test"}
 
 
 def _modules() -> list[Path]:
@@ -153,6 +153,7 @@ LAYERS = {
     "ignite_seg.run_plan": 5,
     "ignite_seg.api": 6,
     "ignite_seg.reanalyze": 6,
+    "ignite_seg.tune_only": 7,
 }
 
 

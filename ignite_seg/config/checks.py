@@ -45,14 +45,15 @@ def check_bool(name: str, value: Any) -> bool:
     return value
 
 
-def check_trials(value: Any, is_continuation: bool) -> int:
-    """``trials`` >= 1; 0 only with ``is_continuation=True`` (finish an interrupted run, add nothing)."""
-    if value == 0 and is_continuation and not isinstance(value, bool):
+def check_trials(value: Any, is_continuation: bool, strict: bool = False) -> int:
+    """``trials`` >= 1; 0 with ``is_continuation=True`` (finish an interrupted run, add nothing) or
+    with ``trials_strict=True`` (tune only: no trials)."""
+    if value == 0 and (is_continuation or strict) and not isinstance(value, bool):
         return 0
     if isinstance(value, int) and not isinstance(value, bool) and value == 0:
         raise ConfigError(
-            "trials must be >= 1, got 0 (trials=0 is for is_continuation=True only: finish an interrupted "
-            "run and add nothing)."
+            "trials must be >= 1, got 0 (trials=0 needs trials_strict=True, to tune only, or "
+            "is_continuation=True, to finish an interrupted run and add nothing)."
         )
     return check_int("trials", value, 1)  # type: ignore[return-value]
 

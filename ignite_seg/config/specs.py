@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import os
 import pickle
+import pickletools
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..exceptions import ConfigError, ConfigTypeError
 
-__all__ = ["LoaderSpec", "normalize_spec", "resolve_main_module"]
+__all__ = ["LoaderSpec", "normalize_spec", "resolve_main_module", "refers_to_main"]
 
 _FORM = "(module, attrname, args, kwargs), e.g. ('torch.nn', 'CrossEntropyLoss', (), {})"
 
@@ -190,6 +191,18 @@ def _main_module_name(main: Any) -> str | None:
     if file:
         return os.path.splitext(os.path.basename(file))[0]
     return None
+
+
+def refers_to_main(spec: LoaderSpec) -> bool:
+    """Whether a worker needs the running script to build ``spec``: it names the script's module,
+    or its pickle (callable, args, kwargs) holds an object defined in ``__main__``."""
+    main = sys.modules.get("__main__")
+    name = _main_module_name(main) if main is not None else None
+    if name is not None and spec.module == name:
+        return True
+    blob = pickle.dumps((spec.args, dict(spec.kwargs), spec.fn))
+    strings = {arg for _, arg, _ in pickletools.genops(blob) if isinstance(arg, str)}
+    return "__main__" in strings or any(s.startswith("__main__ ") for s in strings)
 
 
 def resolve_main_module(argname: str) -> tuple[str, str | None]:

@@ -1,0 +1,123 @@
+"""The tuner on its own: :func:`tune` chooses the recipe and writes ``hparams/``, no trials.
+
+It is :func:`ignite_seg.train`'s pipeline (validate, probe, archive and lock, worker pool, tuner)
+with ``trials=0, trials_strict=True``; the folder is a run folder like any other, in state
+``complete``, which :func:`ignite_seg.analyze` draws (LR sweep, batch-size search, schedule) and
+``train(..., is_continuation=True)`` later adds trials to with the tuned recipe.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Mapping
+
+from .analysis.settings import AnalysisSettings, resolve_analysis
+from .api import LoaderLike, run_validated, validate
+from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
+from .exceptions import ConfigError
+from .runtime.logs import ensure_logging
+from .storage.run_folder import RunFolder
+from .storage.schemas import MiscFile
+
+__all__ = ["tune", "TuneResult"]
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What :func:`tune` returns: the chosen recipe and where its evidence is.
+
+    ``lr_range`` is the range the LR range test chose at ``lr_range_batch_size``; the recipe's
+    ``lr_start``/``lr_end`` are that range scaled to the chosen ``batch_size``.
+    """
+
+    hyperparameters: FixedHyperparameters
+    folder: Path
+    lr_range: tuple[float, float]
+    lr_range_batch_size: int
+    batch_size: int
+    batch_reason: str
+    noise_scale: float
+    paths: Mapping[str, Path] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        hp = self.hyperparameters
+        return (f"tuned in {self.folder}: lr {hp.lr_start:.4g} -> {hp.lr_end:.4g} at batch size {hp.batch_size}, "
+                f"{hp.epochs} epochs (LR range [{self.lr_range[0]:.4g}, {self.lr_range[1]:.4g}] at batch size "
+                f"{self.lr_range_batch_size}; batch size: {self.batch_reason})")
+
+
+def tune(
+    model_loader: LoaderLike,
+    dataset_loader: LoaderLike,
+    loss_loader: LoaderLike,
+    *,
+    folder: str | os.PathLike[str],
+    hyperparameters: str | HyperparameterSettings = "fast",
+    accuracy_style: Literal["classification", "multiclass", "inv-loss"] = "classification",
+    analysis: str | AnalysisSettings = "none",
+    history_folder: str | os.PathLike[str] | None = None,
+    cores: int | Literal["all"] = "all",
+    executor: Executor | None = None,
+    device: str = "auto",
+    seed: int | None = None,
+) -> TuneResult:
+    """Tune the learning-rate range, the batch size and the schedule; write ``folder/hparams/``.
+
+    The arguments mean what they mean for :func:`ignite_seg.train` (an existing run folder is
+    archived to ``history_folder``). ``analysis`` draws the tuner's evidence at the end (``images``
+    for the LR sweep, batch-size and schedule figures); the folder can be analysed up to
+    ``images`` later with :func:`ignite_seg.analyze`.
+
+    Raises:
+        ConfigError: ``hyperparameters`` is a ``FixedHyperparameters`` (nothing to tune), or any
+            argument :func:`ignite_seg.train` refuses.
+        TuningError: the evidence admits no choice; the message says what to change.
+
+    Example:
+        >>> res = ignite_seg.tune(("mytask", "model", (), {}), ("mytask", "dataset", (), {}),
+        ...                       ("torch.nn", "CrossEntropyLoss", (), {}), folder="out/tuned",
+        ...                       hyperparameters="fast", cores=2, seed=0)  # doctest: +SKIP
+        >>> res.hyperparameters.batch_size, res.lr_range  # doctest: +SKIP
+    """
+    if isinstance(hyperparameters, FixedHyperparameters):
+        raise ConfigError(
+            f"tune(hyperparameters={hyperparameters!r}): a fixed recipe leaves nothing to tune. Pass a "
+            "tuner preset (fastest, fast, slow, slowest) or a HyperparameterSettings."
+        )
+    ensure_logging()
+    wanted = resolve_analysis(analysis)
+    later = max(wanted, resolve_analysis("images"), key=lambda a: a.level)
+    cfg = validate(
+        loaders=(model_loader, dataset_loader, loss_loader),
+        folders=(folder, history_folder),
+        recipe=(hyperparameters, wanted, later, accuracy_style),
+        plan=(0, True, False, seed, 10),
+        compute=(cores, executor, device, None),
+        custom=(None, None),
+    )
+    res = run_validated(cfg, "tune")
+    return tune_result(res.folder)
+
+
+def tune_result(folder: str | os.PathLike[str]) -> TuneResult:
+    """The :class:`TuneResult` of a folder whose tune completed (read from ``hparams/``)."""
+    rf = RunFolder(folder)
+    misc = MiscFile.read(rf.hparams / "misc.json", strict=False)
+    steps = misc.steps if misc is not None else None
+    if misc is None or misc.final is None or steps is None or steps.used_lr_range is None:
+        raise ConfigError(f"{str(rf.path)!r} holds no completed tune (hparams/misc.json); run tune() first.")
+    lr = steps.used_lr_range
+    batch = steps.batch_size
+    nan = float("nan")
+    return TuneResult(
+        hyperparameters=FixedHyperparameters.from_dict(misc.final),
+        folder=rf.path,
+        lr_range=(float(lr.lr_min if lr.lr_min is not None else nan), float(lr.lr_max if lr.lr_max is not None else nan)),
+        lr_range_batch_size=int(lr.batch_size or 0),
+        batch_size=int(misc.final["batch_size"]),
+        batch_reason=str(getattr(batch, "reason", None) or ""),
+        noise_scale=float(getattr(batch, "noise_scale", None) or nan),
+        paths={p.name: p for p in sorted(rf.hparams.iterdir()) if p.is_file()},
+    )
