@@ -24,7 +24,8 @@ def _npz(path):
 
 def test_sequence_tagging_tunes_and_trains_with_padding_ignored_and_a_custom_metric(run_kwargs):
     res = ignite_seg.train(
-        TAGGER, TAGGING, TAG_LOSS, **{**run_kwargs, "trials": 1, "trials_strict": True, "hyperparameters": "fastest"},
+        TAGGER, TAGGING, TAG_LOSS, **{**run_kwargs, "trials": 1, "trials_strict": True, "hyperparameters": "fastest",
+                                      "allow_later_analysis_up_to": "images"},
         metrics={"iou": IOU}, metric_modes={"iou": "max"},
     )
     folder = res.folder
@@ -45,6 +46,10 @@ def test_sequence_tagging_tunes_and_trains_with_padding_ignored_and_a_custom_met
     assert tt["metric_iou_val"].shape == tt["epochs"].shape and np.isfinite(tt["metric_iou_val"]).all()
     results = _npz(folder / "results.npz")
     assert results["final_metric_iou_val"].shape == (1,)
+    # ... and in the report: its own figure and its line in the summary
+    ignite_seg.analyze(folder, analysis="images", cores=1)
+    assert (folder / "analysis" / "metrics.png").is_file()
+    assert "final_metric_iou_val" in (folder / "analysis" / "summary.json").read_text()
     assert "metric_iou_val" in _npz(folder / "throughtimes.npz")
 
 
