@@ -153,6 +153,7 @@ LAYERS = {
     "ignite_seg.run_plan": 5,
     "ignite_seg.api": 6,
     "ignite_seg.reanalyze": 6,
+    "ignite_seg.export": 6,
 }
 
 
