@@ -24,6 +24,7 @@ setup(
         "dask": ["dask[distributed]>=2023.1"],
         "ray": ["ray>=2.5"],
         "examples": ["scikit-learn>=1.0"],
+        "tensorboard": ["tensorboard>=2.10"],
         "dev": [
             "pytest>=7",
             "pytest-timeout>=2",
@@ -34,6 +35,7 @@ setup(
             "imageio>=2.20",
             "dask[distributed]>=2023.1",
             "ray>=2.5",
+            "tensorboard>=2.10",
         ],
     },
     classifiers=["Programming Language :: Python :: 3", "Topic :: Scientific/Engineering :: Artificial Intelligence"],

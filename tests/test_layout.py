@@ -154,6 +154,7 @@ LAYERS = {
     "ignite_seg.api": 6,
     "ignite_seg.reanalyze": 6,
     "ignite_seg.tune_only": 7,
+    "ignite_seg.export": 6,
 }
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
+from ..engine.schedules import simulate_lrs
 from ..storage.schemas import LRSweepFile
 from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure
 from .stats import Band, mean_band
@@ -161,16 +162,23 @@ class ScheduleInfo(NamedTuple):
     lr_end: float
     cycle_size_epochs: float
     n_epochs: float
+    schedule: str = "triangular"
+    warmup_epochs: float = 0.0
 
 
 def schedule_info(hp: FixedHyperparameters | Mapping[str, Any], points_per_half_cycle: int = 40) -> ScheduleInfo:
-    """The final trials' triangular cyclical LR (ignite's ``LinearCyclicalScheduler``) per epoch.
+    """The final trials' LR per epoch.
 
-    The LR goes from ``lr_start`` to ``lr_end`` in half a cycle and back in the other half. The
+    The default triangular schedule without warmup (ignite's ``LinearCyclicalScheduler``) is drawn
+    from its closed form: the LR goes from ``lr_start`` to ``lr_end`` in half a cycle and back in the other half. The
     curve is sampled ``points_per_half_cycle`` times per half cycle (so it also reads right on a
     log axis) and at the last epoch. ``hp``: the recipe, or a mapping with its four schedule fields.
+    Any other schedule (``schedule``, ``warmup_epochs``) is the trainer's scheduler simulated
+    (:func:`ignite_seg.engine.schedules.simulate_lrs`), ``points_per_half_cycle`` steps per epoch.
     """
     h = SimpleNamespace(**hp) if isinstance(hp, Mapping) else hp
+    if getattr(h, "schedule", "triangular") != "triangular" or getattr(h, "warmup_epochs", 0.0) > 0:
+        return _simulated_schedule(h, points_per_half_cycle)
     start, end = float(h.lr_start), float(h.lr_end)
     cycle, total = float(h.cycle_size_epochs), float(h.epochs)
     step = cycle / 2 / points_per_half_cycle
@@ -185,10 +193,23 @@ def schedule_info(hp: FixedHyperparameters | Mapping[str, Any], points_per_half_
     return ScheduleInfo(x, lrs, start, end, cycle, total)
 
 
+def _simulated_schedule(h: Any, points_per_epoch: int) -> ScheduleInfo:
+    """Any schedule, warmup included: the trainer's own scheduler simulated step by step on a dummy
+    optimizer, ``points_per_epoch`` steps per epoch (the run's batches per epoch are not recorded)."""
+    fields = {"batch_size": 1, **vars(h)}
+    hp = h if isinstance(h, FixedHyperparameters) else FixedHyperparameters.from_dict(fields)
+    lrs = simulate_lrs(hp, points_per_epoch)
+    epochs = np.arange(lrs.size) / points_per_epoch
+    return ScheduleInfo(epochs, lrs, hp.lr_start, hp.lr_end, hp.cycle_size_epochs, float(hp.epochs), hp.schedule,
+                        hp.warmup_epochs)
+
+
 def style_schedule_axes(ax: Any, info: ScheduleInfo) -> None:
     """Log LR axis with room above the curve for the legend, epochs on x, labelled."""
     ax.set_yscale("log")
-    lo, hi = min(info.lr_start, info.lr_end), max(info.lr_start, info.lr_end)
+    positive = info.lrs[info.lrs > 0]  # a warmup starts at 0, off the log axis
+    lo = min(info.lr_start, info.lr_end, *(positive.min(),) if positive.size else ())
+    hi = max(info.lr_start, info.lr_end)
     ax.set_ylim(lo / 1.6, hi * 2.2)
     ax.set_xlim(0, info.n_epochs)
     ax.set_xlabel("epoch")
@@ -203,9 +224,16 @@ def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, f
     ax.axhline(info.lr_start, color="grey", ls="--", lw=0.8, label=f"lr_start = {fmt(info.lr_start)}")
     ax.axhline(info.lr_end, color="grey", ls=":", lw=0.8, label=f"lr_end = {fmt(info.lr_end)}")
     style_schedule_axes(ax, info)
-    n_cycles = info.n_epochs / info.cycle_size_epochs
-    ax.set_title(f"Triangular cyclical schedule: cycle {fmt(info.cycle_size_epochs)} epochs, "
-                 f"{fmt(info.n_epochs)} epochs ({fmt(n_cycles)} cycles); linear ramps, log axis")
+    ax.set_title(_schedule_title(info))
     ax.legend(fontsize=8, loc="upper right", ncols=3, framealpha=0.9)
     ax.grid(True, alpha=0.3)
     return fig
+
+
+def _schedule_title(info: ScheduleInfo) -> str:
+    warmup = f", linear warmup from 0 over {fmt(info.warmup_epochs)} epochs" if info.warmup_epochs > 0 else ""
+    if info.schedule != "triangular":
+        return f"{info.schedule} schedule: {fmt(info.n_epochs)} epochs{warmup}; log axis"
+    n_cycles = info.n_epochs / info.cycle_size_epochs
+    return (f"Triangular cyclical schedule: cycle {fmt(info.cycle_size_epochs)} epochs, "
+            f"{fmt(info.n_epochs)} epochs ({fmt(n_cycles)} cycles){warmup}; linear ramps, log axis")

@@ -14,6 +14,8 @@ from .records import JsonRecord
 
 __all__ = [
     "OptimizerName",
+    "ScheduleName",
+    "SCHEDULES",
     "FixedHyperparameters",
     "HyperparameterSettings",
     "PRESETS",
@@ -22,15 +24,22 @@ __all__ = [
 ]
 
 OptimizerName = Literal["sgd", "adamw"]
+ScheduleName = Literal["triangular", "one-cycle", "cosine", "inv-sqrt", "constant"]
+#: The schedules, in the order the docs list them (docs/usage.md, "Schedules").
+SCHEDULES: tuple[str, ...] = ("triangular", "one-cycle", "cosine", "inv-sqrt", "constant")
 
 
 @dataclass(frozen=True)
 class FixedHyperparameters(JsonRecord):
     """A complete training recipe, used as is (no tuning).
 
-    Trials train with a triangular cyclical learning rate that goes from ``lr_start`` to
-    ``lr_end`` and back every ``cycle_size_epochs`` epochs, for ``epochs`` epochs in total.
-    ``optimizer`` is plain SGD (with optional ``momentum``) or AdamW; ``weight_decay``,
+    Trials train for ``epochs`` epochs with the learning-rate ``schedule``: by default a triangular
+    cyclical learning rate that goes from ``lr_start`` to ``lr_end`` and back every
+    ``cycle_size_epochs`` epochs; ``one-cycle``, ``cosine``, ``inv-sqrt`` and ``constant`` map
+    ``[lr_start, lr_end]`` as :mod:`ignite_seg.engine.schedules` says, each after an optional linear
+    warmup from 0 over ``warmup_epochs``. ``optimizer`` is plain SGD (with optional ``momentum``)
+    or AdamW (with ``betas`` and ``eps``); ``ema_decay`` (None: off) evaluates and saves an
+    exponential moving average of the weights (``model.pt``; the raw weights in ``model_raw.pt``); ``weight_decay``,
     ``grad_clip_norm`` (clip the gradient norm) and ``amp`` (mixed precision: float16 with a
     gradient scaler on CUDA, bfloat16 on the CPU) are options of the trainer.
 
@@ -51,6 +60,11 @@ class FixedHyperparameters(JsonRecord):
     weight_decay: float = 0.0
     grad_clip_norm: float | None = None
     amp: bool = False
+    schedule: ScheduleName = "triangular"
+    warmup_epochs: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    ema_decay: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("lr_start", "lr_end", "cycle_size_epochs", "momentum", "weight_decay"):
@@ -86,6 +100,7 @@ class FixedHyperparameters(JsonRecord):
             raise ConfigError(
                 f"FixedHyperparameters.grad_clip_norm must be None or > 0, got {self.grad_clip_norm!r}."
             )
+        check_loop_options("FixedHyperparameters", self, "epochs")
 
 
 @dataclass(frozen=True)
@@ -131,7 +146,9 @@ class HyperparameterSettings(JsonRecord):
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
 
-    The trials and the tuning runs use ``optimizer``, ``momentum`` and ``weight_decay``.
+    The trials and the tuning runs use ``optimizer``, ``momentum``, ``weight_decay``, ``betas`` and
+    ``eps``; the final trials use ``schedule`` (cycle length ``epochs / cycles`` for the triangular
+    one), ``warmup_epochs`` and ``ema_decay``.
 
     Example:
         >>> import dataclasses
@@ -182,6 +199,12 @@ class HyperparameterSettings(JsonRecord):
     optimizer: OptimizerName = "sgd"
     momentum: float = 0.0
     weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    # schedule and weight averaging of the final trials (see FixedHyperparameters)
+    schedule: ScheduleName = "triangular"
+    warmup_epochs: float = 0.0
+    ema_decay: float | None = None
 
     def __post_init__(self) -> None:
         _check_number(self, "lr_start", lambda v: v > 0, "a positive learning rate such as 1e-4")
@@ -243,6 +266,34 @@ class HyperparameterSettings(JsonRecord):
             )
         _check_number(self, "momentum", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.9")
         _check_number(self, "weight_decay", lambda v: v >= 0, "a value >= 0 such as 1e-4")
+        check_loop_options("HyperparameterSettings", self, "min_epochs")
+
+
+def check_loop_options(owner: str, record: FixedHyperparameters | HyperparameterSettings, epochs: str) -> None:
+    """Check ``schedule``, ``warmup_epochs`` (below the record's field ``epochs``: the shortest
+    training), ``betas``, ``eps`` and ``ema_decay``; a JSON list of betas becomes a tuple (the record
+    is frozen, so ``object.__setattr__``)."""
+    if record.schedule not in SCHEDULES:
+        raise ConfigError(f"{owner}.schedule must be one of {list(SCHEDULES)}, got {record.schedule!r}.")
+    shortest = getattr(record, epochs)
+    _number(owner, "warmup_epochs", record.warmup_epochs, lambda v: 0 <= v < shortest,
+            f"a number of epochs >= 0 and below {epochs}={shortest!r} such as 1")
+    betas = record.betas
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ConfigTypeError(f"{owner}.betas must be a pair of numbers such as (0.9, 0.999), got {betas!r}.")
+    for k, beta in enumerate(betas):
+        _number(owner, f"betas[{k}]", beta, lambda v: 0 <= v < 1, "values in [0, 1) such as (0.9, 0.999)")
+    object.__setattr__(record, "betas", tuple(float(b) for b in betas))
+    _number(owner, "eps", record.eps, lambda v: v > 0, "a small positive number such as 1e-8")
+    if record.ema_decay is not None:
+        _number(owner, "ema_decay", record.ema_decay, lambda v: 0 < v < 1, "None (off) or a decay in (0, 1) such as 0.999")
+
+
+def _number(owner: str, name: str, value: Any, ok: Callable[[float], bool], fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigTypeError(f"{owner}.{name} must be a number, got {value!r} ({type(value).__name__}); use {fix}.")
+    if not ok(value):
+        raise ConfigError(f"{owner}.{name}={value!r} is out of range; use {fix}.")
 
 
 def _check_number(s: HyperparameterSettings, name: str, ok: Callable[[float], bool], fix: str) -> None:

@@ -10,10 +10,12 @@ R = TypeVar("R", bound="JsonRecord")
 
 
 class JsonRecord:
-    """``to_dict()`` for run.json; ``from_dict()`` ignores keys the class does not know."""
+    """``to_dict()`` for run.json, JSON's own values (a tuple field as a list, as it reads back);
+    ``from_dict()`` ignores keys the class does not know."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        data: dict[str, Any] = dataclasses.asdict(self)  # type: ignore[call-overload]
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     @classmethod
     def from_dict(cls: type[R], data: Mapping[str, Any]) -> R:

@@ -85,6 +85,8 @@ class RecipeSpec:
     optimizer: OptimizerName = "sgd"
     momentum: float = 0.0
     weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
     device: str = "auto"
     threads: int | None = None
 
@@ -310,7 +312,8 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
 
 
 def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
-    return make_optimizer(model, recipe.optimizer, lr=lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay)
+    return make_optimizer(model, recipe.optimizer, lr=lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
+                          betas=recipe.betas, eps=recipe.eps)
 
 
 def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:

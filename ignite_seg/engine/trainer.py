@@ -2,7 +2,10 @@
 
 Each training feature is a handler with an ``attach()`` that is safe to call twice:
 
-* ignite's ``LinearCyclicalScheduler`` for the triangular learning-rate schedule;
+* the learning-rate schedule from :func:`~ignite_seg.engine.schedules.build_scheduler` (ignite's
+  schedulers; ``LinearCyclicalScheduler`` by default);
+* ignite's ``EMAHandler`` when ``ema_decay`` is set (:mod:`~ignite_seg.engine.ema`):
+  snapshots, final metrics and ``model`` use the averaged weights, ``model_raw`` the trained ones;
 * :class:`~ignite_seg.engine.handlers.DivergenceStop` stops the run at the first non-finite loss and
   records the iteration;
 * :class:`~ignite_seg.engine.recorders.ThroughTimeRecorder` measures loss, perf and custom metrics on
@@ -31,13 +34,14 @@ from typing import Any, Callable, Literal, Mapping
 import numpy as np
 import torch
 from ignite.engine import Engine, Events
-from ignite.handlers import LinearCyclicalScheduler
 
 from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
+from .ema import attach_ema
 from .handlers import DivergenceStop
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
+from .schedules import build_scheduler
 from .scoring import AccuracyStyle, Scorer
 
 __all__ = [
@@ -98,6 +102,8 @@ class TrialOutcome:
     hidden: dict[str, np.ndarray] = field(default_factory=dict)
     model_init: bytes = b""
     model: bytes = b""
+    #: the raw weights when ``model`` holds their EMA (``ema_decay``), else empty
+    model_raw: bytes = b""
     error: str | None = None
     diverged_iteration: int | None = None
     peak_rss_mib: float | None = None
@@ -152,11 +158,13 @@ def state_dict_bytes(model: torch.nn.Module) -> bytes:
 
 
 def make_optimizer(
-    model: torch.nn.Module, optimizer: OptimizerName, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0
+    model: torch.nn.Module, optimizer: OptimizerName, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
 ) -> torch.optim.Optimizer:
-    """SGD (with ``momentum``) or AdamW over the model's parameters; AdamW ignores ``momentum``."""
+    """SGD (with ``momentum``) or AdamW (with ``betas``, ``eps``) over the model's parameters; each
+    ignores the other's options."""
     if optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 
@@ -308,33 +316,33 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     iters_per_epoch = len(batches)
 
     optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
-                               weight_decay=hp.weight_decay)
+                               weight_decay=hp.weight_decay, betas=hp.betas, eps=hp.eps)
     engine = create_trainer(model, optimizer, loss_fn, device, hp.grad_clip_norm, hp.amp, recipe.prepare_batch)
-    cycle = max(2, int(round(hp.cycle_size_epochs * iters_per_epoch)))
-    scheduler = LinearCyclicalScheduler(optimizer, "lr", start_value=hp.lr_start, end_value=hp.lr_end, cycle_size=cycle)
-    engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
+    engine.add_event_handler(Events.ITERATION_STARTED, build_scheduler(hp, iters_per_epoch, optimizer))
+    eval_model = attach_ema(engine, model, hp.ema_decay)  # the model itself without EMA
     guard = DivergenceStop()
     guard.attach(engine)
     scorer = Scorer(loss_fn, task.accuracy_style, extra, prepare_batch=passthrough)
-    recorder = ThroughTimeRecorder(scorer, model, sets, iters_per_epoch, hp.epochs, task.snapshots_per_epoch)
+    recorder = ThroughTimeRecorder(scorer, eval_model, sets, iters_per_epoch, hp.epochs, task.snapshots_per_epoch)
     recorder.attach(engine)
     hidden = None
     if task.record_hidden:
         sample = sources.val["val"].take(val_indices[:HIDDEN_POINTS])  # the first fixed val points
-        hidden = HiddenRecorder(model, recipe.prepare_batch(sample, device, False))
+        hidden = HiddenRecorder(eval_model, recipe.prepare_batch(sample, device, False))
         hidden.attach(engine)
 
     engine.run(batches, max_epochs=hp.epochs)
 
     outcome.throughtime = recorder.arrays()
     outcome.hidden = hidden.arrays() if hidden is not None else {}
-    outcome.model = state_dict_bytes(model)
+    outcome.model = state_dict_bytes(eval_model)
+    outcome.model_raw = state_dict_bytes(model) if eval_model is not model else b""
     if guard.diverged_at is not None:
         outcome.status = "diverged"
         outcome.diverged_iteration = guard.diverged_at
         outcome.error = f"loss became non-finite at iteration {guard.diverged_at}"
         return
-    outcome.metrics = _final_metrics(scorer, model, sources, recipe.prepare_batch, device)
+    outcome.metrics = _final_metrics(scorer, eval_model, sources, recipe.prepare_batch, device)
     if not all(math.isfinite(v) for k, v in outcome.metrics.items() if not k.startswith("metric_")):
         outcome.status = "diverged"
         outcome.error = "final loss or perf is not finite"

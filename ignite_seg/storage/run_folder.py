@@ -352,6 +352,8 @@ class RunFolder:
             atomic_write_bytes(d / "model_init.pt", outcome.model_init)
         if outcome.model:
             atomic_write_bytes(d / "model.pt", outcome.model)
+        if getattr(outcome, "model_raw", b""):  # outcomes of older workers have none
+            atomic_write_bytes(d / "model_raw.pt", outcome.model_raw)
         if outcome.throughtime:
             write_npz(d / "throughtime.npz", **outcome.throughtime)
         if outcome.hidden:

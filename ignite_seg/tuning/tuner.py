@@ -127,7 +127,8 @@ def _start(
     recipe = RecipeSpec(
         model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], accuracy_style=accuracy_style,
         holdout=tuple(int(i) for i in holdout), optimizer=settings.optimizer, momentum=settings.momentum,
-        weight_decay=settings.weight_decay, device=device, threads=runner.task_threads,
+        weight_decay=settings.weight_decay, betas=settings.betas, eps=settings.eps, device=device,
+        threads=runner.task_threads,
     )
     misc = MiscLog(rf.hparams / MISC_JSON, settings.to_dict(), seed, n_train, len(holdout))
     logger.info("tuning on %d training items (%d held out to measure perf; the validation set is not used)",
@@ -199,7 +200,8 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
     return FixedHyperparameters(
         lr_start=float(lr_min), lr_end=float(lr_max), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), optimizer=s.optimizer,
-        momentum=s.momentum, weight_decay=s.weight_decay,
+        momentum=s.momentum, weight_decay=s.weight_decay, betas=s.betas, eps=s.eps, schedule=s.schedule,
+        warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay,
     )
 
 
