@@ -204,8 +204,9 @@ def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, f
     ax.axhline(info.lr_end, color="grey", ls=":", lw=0.8, label=f"lr_end = {fmt(info.lr_end)}")
     style_schedule_axes(ax, info)
     n_cycles = info.n_epochs / info.cycle_size_epochs
-    ax.set_title(f"Triangular cyclical schedule: cycle {fmt(info.cycle_size_epochs)} epochs, "
-                 f"{fmt(info.n_epochs)} epochs ({fmt(n_cycles)} cycles); linear ramps, log axis")
+    cycles = f"{fmt(n_cycles)} cycle{'' if np.isclose(n_cycles, 1) else 's'}"
+    ax.set_title(f"Triangular cyclical schedule: {fmt(info.n_epochs)} epochs, {cycles} of "
+                 f"{fmt(info.cycle_size_epochs)} epochs\n(linear ramps, drawn on a log axis)", fontsize=11)
     ax.legend(fontsize=8, loc="upper right", ncols=3, framealpha=0.9)
     ax.grid(True, alpha=0.3)
     return fig

@@ -88,12 +88,14 @@ def _hp(rf: RunFolder, *names: str) -> list[Path]:
     return [rf.hparams / n for n in names]
 
 
+# run.json is not an input by its mtime (train() rewrites it after the analysis, to mark the run
+# complete): what the analysis reads of it is in each product's manifest stamp instead.
 def _results(rf: RunFolder) -> list[Path]:
-    return [rf.run_json, rf.results, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
+    return [rf.results, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
 
 
 def _throughtimes(rf: RunFolder) -> list[Path]:
-    return [rf.run_json, rf.throughtimes]
+    return [rf.throughtimes]
 
 
 def _hidden(rf: RunFolder) -> list[Path]:
