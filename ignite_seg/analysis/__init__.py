@@ -266,7 +266,14 @@ def _write_index(rf: RunFolder, fresh: list[Product]) -> None:
     data = [f"../{name}" for name in ("results.npz", "throughtimes.npz", "run.json") if (rf.path / name).is_file()]
     from .view import run_title
 
-    text = render_index(f"ignite_seg: {run_title(rf.path)}", summary, present, data).encode("utf-8")
+    captions = {}
+    for p in fresh:
+        for e in p.report:
+            if e.caption_of is not None and e.file in present:
+                caption = e.caption_of(str(rf.path))
+                if caption is not None:
+                    captions[e.file] = caption
+    text = render_index(f"ignite_seg: {run_title(rf.path)}", summary, present, data, captions).encode("utf-8")
     path = rf.analysis / "index.html"
     try:
         if path.read_bytes() == text:

@@ -76,6 +76,7 @@ def draw_band(ax: Axes, x: np.ndarray, band: Band, color: str, what: str, unit: 
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns after divergence
                 low, high = np.nanmin(curves, axis=0), np.nanmax(curves, axis=0)
             ax.fill_between(x, low, high, color=color, alpha=0.25, lw=0, label=f"{what}: min–max of {n} {unit}")
+            # (captions.band_phrase writes the same words for the report)
         else:
             ax.fill_between(x, band.low, band.high, color=color, alpha=0.25, lw=0,
                             label=f"{what}: 95% CI of the mean (N={n})")

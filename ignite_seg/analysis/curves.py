@@ -22,6 +22,10 @@ __all__ = [
 ]
 
 
+#: Below this many trials the bands are the min–max spread, not the t-interval (t = 12.7 for N = 2 hides the data).
+MINMAX_BELOW = 3
+
+
 class CurveSet(NamedTuple):
     trials: np.ndarray
     band: Band
@@ -83,12 +87,12 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
         draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{name}: each trial (N={n})")
         # below 3 trials the t-interval of the mean (t = 12.7 for N = 2) hides the data: show min-max
         draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), COLORS[split], name, "trials",
-                  curves=cset.trials[:, :upto] if n < 3 else None, space=space)
+                  curves=cset.trials[:, :upto] if n < MINMAX_BELOW else None, space=space)
     for k, more in enumerate(info.more_val):  # the other validation sets: mean and band only
         cset = more.loss if which == "loss" else more.perf
         draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), set_color(k), more.name, "trials",
-                  curves=cset.trials[:, :upto] if n < 3 else None, space=space, ls="--")
-    if n >= 3:
+                  curves=cset.trials[:, :upto] if n < MINMAX_BELOW else None, space=space, ls="--")
+    if n >= MINMAX_BELOW:
         note_space(ax, space)
     shown = (*pair, *((m.loss if which == "loss" else m.perf) for m in info.more_val))
     ax.set_xlim(info.epochs[0], info.epochs[-1])
