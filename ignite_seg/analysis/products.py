@@ -201,15 +201,23 @@ def _video_parts(folder: str, settings: AnalysisSettings) -> list[Part]:
 
 
 def _video_scene(folder: str, settings: AnalysisSettings, part: str) -> dict[str, bytes]:
-    from .movie import render_video_scene
+    from .movie import render_poster, render_video_scene
 
-    return {f"video.{part}.segment": render_video_scene(folder, part, settings)}
+    out = {f"video.{part}.segment": render_video_scene(folder, part, settings)}
+    if part == "title":  # the first frame, as the player's poster
+        out[VIDEO_POSTER] = render_poster(folder, settings)
+    return out
 
 
 def _video_join(outputs: list[dict[str, bytes]]) -> dict[str, bytes]:
     from .movie import concat_mp4
 
-    return {"video.mp4": concat_mp4([data for out in outputs for data in out.values()])}
+    files = {"video.mp4": concat_mp4([data for out in outputs for name, data in out.items() if name.endswith(".segment")])}
+    return files | {name: data for out in outputs for name, data in out.items() if name == VIDEO_POSTER}
+
+
+#: The video's first frame (``poster`` of the report's player; :func:`.report._figure` names it so).
+VIDEO_POSTER = "video.poster.png"
 
 
 # -- the registry -----------------------------------------------------------------------------------
@@ -221,7 +229,7 @@ _LR_CAPTION = ("Loss and perf against the LR (log scale) for each repeat, with t
 PRODUCTS: tuple[Product, ...] = (
     Product("summary", "text", ("summary.md", "summary.json"), _summary_inputs, _always, 0.1, _no_key, _summary,
             report=(Entry("summary.md", "link"), Entry("summary.json", "link"))),
-    Product("video", "video", ("video.mp4",), _video_inputs, _always, 20.0, _video_key, _video_scene,
+    Product("video", "video", ("video.mp4", VIDEO_POSTER), _video_inputs, _always, 20.0, _video_key, _video_scene,
             report=(Entry("video.mp4", "video", "Walk-through video", "The whole run in one video: LR sweep, "
                           "batch size, schedule, training, final distribution."),),
             parts=_video_parts, join=_video_join),

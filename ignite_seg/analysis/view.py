@@ -174,7 +174,7 @@ def pca_of(folder: str) -> PCAInfo | None:
     if p is None:
         return None
     arrays = _npz(str(p))
-    return pca_info(arrays) if arrays else None
+    return pca_info(arrays, trial=int(p.parent.name)) if arrays else None
 
 
 def run_title(path: Path) -> str:
