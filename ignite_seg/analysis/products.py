@@ -242,10 +242,11 @@ PRODUCTS: tuple[Product, ...] = (
             report=(Entry("lr_sweep.gif", "gif", "Learning-rate range test, drawn progressively",
                           also="lr_sweep.mp4"),)),
     Product("batch_size_png", "images", ("batch_size.png",),
-            lambda rf: _hp(rf, "final.json", "bs_vs_perf.npz", "bs_sampled.npz"), _has_batch_search, 0.6, _png_key,
+            lambda rf: _hp(rf, "final.json", "bs_vs_perf.npz", "bs_sampled.npz", "misc.json"), _has_batch_search, 0.6, _png_key,
             _png("batch_size.png", view.batch_of, batch.plot_batch_size),
             report=(Entry("batch_size.png", "image", "Batch size", "Perf against batch size, the gradient noise "
-                          "scale B_simple, and the candidates' short-run scores."),)),
+                          "scale B_simple, and the candidates at the held-out score the rule ranks (pruned ones at "
+                          "their score when cut), with the tie rule when it decided."),)),
     Product("schedule_png", "images", ("lr_schedule.png",), lambda rf: _hp(rf, "final.json"),
             lambda rf: (rf.hparams / "final.json").is_file(), 0.3, _png_key,
             _png("lr_schedule.png", view.schedule_of, lr.plot_schedule),

@@ -9,6 +9,7 @@ back). :mod:`.movie` lays the scenes out, blits the frames and encodes them.
 from __future__ import annotations
 
 import math
+import textwrap
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
 
@@ -175,7 +176,8 @@ def _closing(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     from .text import decision_lines
 
     summary = view.summary_of(folder)
-    lines = [line[2:].replace("**", "") for line in decision_lines(summary)]
+    lines = [wrapped for line in decision_lines(summary)
+             for wrapped in textwrap.wrap(line[2:].replace("**", ""), 90, subsequent_indent="    ")]
 
     def draw() -> None:
         fig.text(0.5, 0.85, "Result", ha="center", va="center", fontsize=18, weight="bold")

@@ -134,3 +134,30 @@ def test_report_page_loads_every_image_and_video_in_chromium(tiny_run: Path):
     broken = json.loads(re.search(r"data-broken=\"([^\"]*)\"", out.stdout).group(1).replace("&quot;", '"'))
     assert broken == []
     assert re.findall(r'<img src="([^"]+)"', page) and "<video" in page
+
+
+def test_batch_figure_plots_what_the_rule_ranked_read_from_bs_sampled(tmp_path: Path):
+    from ignite_seg.analysis.batch import batch_info, plot_batch_size
+    from ignite_seg.storage.schemas import BatchSampledFile
+
+    # rung 1: four candidates, 2 repeats; 64 and 32 are cut; rung 2: 16 has the lower loss, 8 wins by the tie rule
+    nan = np.nan
+    l1 = np.array([[0.30, 0.29, 0.40, 0.50], [0.32, 0.30, 0.44, 0.52]])
+    l2 = np.array([[0.200, 0.198, nan, nan], [0.202, 0.199, nan, nan]])
+    rec = BatchSampledFile.of_rungs([8, 16, 32, 64], 8, [0.5, 1.0], [1 - l1, 1 - l2], [l1, l2])
+    rec.write(tmp_path / "bs_sampled.npz")
+    back = BatchSampledFile.read(tmp_path / "bs_sampled.npz", strict=True)
+    tie = "batch 8 is within batch_tie_tol=0.03 of the best scored 16 (loss); ties rank the smaller batch size first"
+    info = batch_info(None, back, 8, "loss", tie)
+    fig = plot_batch_size(info)
+    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.lines if ln.get_gid()}
+    np.testing.assert_allclose(lines["candidates"].get_xdata(), back.bss[:2])
+    np.testing.assert_allclose(lines["candidates"].get_ydata(), np.nanmean(back.rung_losses[1][:, :2], axis=0))
+    # the pruned ones at their real score at the rung that cut them, not at a placeholder height
+    np.testing.assert_allclose(lines["pruned"].get_ydata(), np.nanmean(back.rung_losses[0][:, 2:], axis=0))
+    texts = _legend_texts(fig)
+    assert "lowest held-out loss: 16" in texts and "chosen 8 by the tie rule" in texts
+    assert "last rung: mean of 2 repeats" in texts
+    assert any(tie[:40] in t.get_text().replace("\n", " ") for t in fig.axes[0].texts)
+    one = BatchSampledFile.of_rungs([8, 16], 16, [1.0], [1 - l2[:1, :2]], [l2[:1, :2]])
+    assert "last rung: mean of 1 repeat" in _legend_texts(plot_batch_size(batch_info(None, one, 16, "loss")))
