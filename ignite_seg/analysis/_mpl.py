@@ -67,7 +67,8 @@ def draw_band(ax: Axes, x: np.ndarray, band: Band, color: str, what: str, unit: 
     """
     n = int(band.n.max()) if band.n.size else 0
     kind = "geometric mean" if space == "log" and n > 1 else "mean"
-    ax.plot(x, band.mean, color=color, lw=2, label=f"{what}: {kind} of {n} {unit}", **kw)
+    units = unit[:-1] if n == 1 and unit.endswith("s") else unit  # "mean of 1 repeat"
+    ax.plot(x, band.mean, color=color, lw=2, label=f"{what}: {kind} of {n} {units}", **kw)
     if n > 1:
         if curves is not None:
             import warnings

@@ -141,10 +141,10 @@ def _draw_ranking(ax: Any, r: CandidateRanking) -> None:
     scored and the chosen one, and the tie rule when it decided."""
     kept, cut = ~r.pruned & np.isfinite(r.values), r.pruned & np.isfinite(r.values)
     n = int(r.repeats[kept].max()) if kept.any() else 0
-    ax.plot(r.bss[kept], r.values[kept], "s", color="k", ms=7, gid="candidates",
+    ax.plot(r.bss[kept], r.values[kept], "s", color="k", ms=7, gid="candidates", zorder=4,
             label=f"last rung: mean of {_repeats(n)}")
     if cut.any():
-        ax.plot(r.bss[cut], r.values[cut], "x", color=COLORS["diverged"], ms=9, mew=2, gid="pruned",
+        ax.plot(r.bss[cut], r.values[cut], "x", color=COLORS["diverged"], ms=9, mew=2, gid="pruned", zorder=4,
                 label="pruned at an earlier rung (its score there)")
     for xi, yi, b in zip(r.bss, r.values, r.budget):
         if np.isfinite(yi):
@@ -158,8 +158,13 @@ def _draw_ranking(ax: Any, r: CandidateRanking) -> None:
         ax.axvline(r.chosen, color=COLORS["chosen"], lw=2,
                    label=f"chosen {fmt(r.chosen)}" + (" by the tie rule" if by_rule else ""))
         if by_rule and r.tie_note:
-            ax.text(0.02, 0.02, "\n".join(textwrap.wrap(r.tie_note, 48)), transform=ax.transAxes, fontsize=7,
-                    va="bottom", bbox={"facecolor": "white", "alpha": 0.85, "lw": 0})
+            ax.text(0.02, 0.98, "\n".join(textwrap.wrap(r.tie_note, 48)), transform=ax.transAxes, fontsize=7,
+                    va="top", bbox={"facecolor": "white", "alpha": 0.85, "lw": 0})
+    finite = r.values[np.isfinite(r.values)]
+    if finite.size:  # room above the points for the tie rule's note and the epoch labels
+        lo, hi = float(finite.min()), float(finite.max())
+        span = hi - lo or abs(hi) * 0.1 or 1.0
+        ax.set_ylim(lo - 0.1 * span, hi + (0.6 if r.tie_note else 0.2) * span)
     _batch_ticks(ax, r.bss)
     ax.set_xlabel("candidate batch size (log2 scale)")
     ax.set_ylabel(f"held-out {r.by} ({'lower' if r.by == 'loss' else 'higher'} is better)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -284,6 +285,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         out.append(f"- **learning rate**: cycles between {_short(hp['lr_start'])} and {_short(hp['lr_end'])} ({info.hp_kind})")
     if "batch_size" in hp:
         why = [e for e in info.evidence.get("batch_size", ()) if e.startswith(("chosen", "given"))]
+        why = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in why]
         out.append(f"- **batch size**: {hp['batch_size']}" + (f" — {why[0]}" if why else ""))
     if "epochs" in hp:
         cyc = hp.get("cycle_size_epochs")

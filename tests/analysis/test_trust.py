@@ -161,3 +161,27 @@ def test_batch_figure_plots_what_the_rule_ranked_read_from_bs_sampled(tmp_path: 
     assert any(tie[:40] in t.get_text().replace("\n", " ") for t in fig.axes[0].texts)
     one = BatchSampledFile.of_rungs([8, 16], 16, [1.0], [1 - l2[:1, :2]], [l2[:1, :2]])
     assert "last rung: mean of 1 repeat" in _legend_texts(plot_batch_size(batch_info(None, one, 16, "loss")))
+
+
+def test_hidden_layer_named_by_module_class_and_trial():
+    from ignite_seg.analysis.hidden import pca_info
+
+    rng = np.random.default_rng(0)
+    hidden = {"epochs": np.arange(2.0), "targets": np.arange(20) % 3, "layer_names": np.array(["0", "1"]),
+              "layer_types": np.array(["Linear", "ReLU"]), "layer_0": rng.normal(size=(2, 20, 5)),
+              "layer_1": rng.normal(size=(2, 20, 4))}
+    assert pca_info(hidden, trial=3).layer_title() == "module '1' (ReLU) of trial 3"
+    assert pca_info({k: v for k, v in hidden.items() if k != "layer_types"}).layer_title() == "module '1'"
+
+
+def test_index_puts_decisions_and_figures_before_the_evidence():
+    from ignite_seg.analysis.report import render_index
+
+    md = ("# ignite_seg run: t\n\n- state: **complete**\n\n## Decisions\n\n- **batch size**: 8\n\n"
+          "## Chosen hyperparameters\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Tuner decisions (hparams/misc.json)\n\n- **x**: 1\n")
+    page = render_index("t", md, ["summary.md", "lr_sweep.png", "video.mp4", "video.poster.png"],
+                        captions={"lr_sweep.png": "CAPTION FROM INFO"})
+    assert page.index("Decisions") < page.index('<figure id="video-mp4"') < page.index("Chosen hyperparameters")
+    assert page.index("<details><summary>Tuner decisions") > page.index('<figure id="lr_sweep-png"')
+    assert '<a href="#lr_sweep-png">' in page and '<a href="#video-mp4">' in page
+    assert 'poster="video.poster.png"' in page and "CAPTION FROM INFO" in page
