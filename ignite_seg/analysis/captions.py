@@ -20,7 +20,7 @@ def band_phrase(n: int, unit: str, minmax: bool) -> str:
 
 def lr_caption(info: LRSweepInfo) -> str:
     n = info.n_repeats
-    band = f"the band the {band_phrase(n, 'repeats', True)}" if n > 1 else "one repeat: no band"
+    band = f"band: {band_phrase(n, 'repeats', True)}" if n > 1 else "one repeat: no band"
     return (f"{info.loss_label.capitalize()} and perf against the LR (log scale) for each repeat, with their mean; "
             f"{band}. Green: the chosen range; red dotted: divergence. Bottom: the derivatives used to choose "
             "the range.")
@@ -31,9 +31,9 @@ def throughtime_caption(info: ThroughTimeInfo) -> str:
     if n < 2:
         band = "one trial: no band"
     elif n < MINMAX_BELOW:
-        band = f"the band the {band_phrase(n, 'trials', True)}"
+        band = f"band: {band_phrase(n, 'trials', True)}"
     else:
-        band = (f"the band the {band_phrase(n, 'trials', False)} across trials: losses' {SPACE_NOTES['log']}, "
+        band = (f"band: {band_phrase(n, 'trials', False)} across trials: losses' {SPACE_NOTES['log']}, "
                 f"perf's {SPACE_NOTES['unit']}")
     more = "; every other named validation set (dashed): its mean and band" if info.more_val else ""
     return f"Loss and perf on fixed train/val subsets: each trial (thin) and their mean; {band}{more}."

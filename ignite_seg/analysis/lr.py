@@ -1,6 +1,7 @@
 """The learning rate: the LR range test (``lr_vs_perf.npz``) and the schedule of the final trials."""
 from __future__ import annotations
 
+import textwrap
 import warnings
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
@@ -116,7 +117,8 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
     ax.set_xscale("log")
     ax.set_xlim(info.lrs[0], info.lrs[-1])
     ax.set_xlabel("learning rate (log scale)")
-    ax.set_ylabel(info.loss_label if which == "loss" else "perf (held-out slice of the train set)")
+    label = info.loss_label if which == "loss" else "perf (held-out slice of the train set)"
+    ax.set_ylabel(textwrap.fill(label, 28))  # two short lines fit a video frame's height
     if which == "loss":
         _loss_ylim(ax, info)
     ax.grid(True, which="major", alpha=0.3)
