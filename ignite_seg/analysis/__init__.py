@@ -70,14 +70,16 @@ def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings 
 
 
 def _check_collected(run: dict[str, Any], settings: AnalysisSettings) -> None:
+    """Refuse an analysis that needs data the run did not record: only the video's hidden-representation
+    scene depends on ``allow_later_analysis_up_to`` (every run records its through-time curves)."""
     collected = str(run.get("allow_later_analysis_up_to", "video"))
-    level = LEVELS.index(collected) if collected in LEVELS else len(LEVELS) - 1
-    if settings.level > level:
+    recorded = resolve_analysis(collected if collected in LEVELS else "video", "allow_later_analysis_up_to")
+    if settings.collects_hidden and not recorded.collects_hidden:
         raise AnalysisUnavailableError(
-            f"analysis={settings.name!r} needs data this run did not collect: it was trained with "
-            f"allow_later_analysis_up_to={collected!r} (the video needs the hidden representations "
-            f"recorded during training). Analyse with analysis={collected!r} or less, or rerun "
-            f"ignite_seg.train(..., allow_later_analysis_up_to={settings.name!r})."
+            f"analysis={settings.name!r} makes the video, whose PCA scene needs the hidden representations, "
+            f"and this run did not record them: it was trained with allow_later_analysis_up_to={collected!r}. "
+            f"Analyse with analysis='animations' or less (or AnalysisSettings(..., hidden_pca=False)), or "
+            f"rerun ignite_seg.train(..., allow_later_analysis_up_to={settings.name!r})."
         )
 
 
@@ -109,7 +111,8 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
     except (FileNotFoundError, ValueError):
         manifest = {}
     wanted = [p for p in PRODUCTS if getattr(settings, p.needs) and p.available(rf)]
-    stamps = {p.name: {"format": FORMAT, "key": p.key(settings)} for p in wanted}
+    run_digest = _run_digest(run)
+    stamps = {p.name: {"format": FORMAT, "key": p.key(settings), "run": run_digest} for p in wanted}
     todo = [p for p in wanted if force or not _fresh(rf, p, manifest.get(p.name), stamps[p.name])]
     skipped = len(wanted) - len(todo)
     if todo:
@@ -125,6 +128,21 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
     logger.info("analysis done in %.1f s: %s", time.perf_counter() - t0, rf.analysis / "index.html")
     if errors:
         raise errors[0][1]  # each failure was logged with its product; the others were written
+
+
+#: Fields of ``run.json`` that say how the run went or was called, not what it recorded: writing them
+#: (train() marks the run complete after its analysis) leaves the products up to date. (``created``
+#: changes only with a new run, whose new results redo the products anyway.)
+_RUN_BOOKKEEPING = ("state", "argv", "analysis", "created")
+
+
+def _run_digest(run: dict[str, Any]) -> str:
+    """A digest of what ``run.json`` tells the analysis (its mtime is not an input: see :data:`_RUN_BOOKKEEPING`)."""
+    import hashlib
+    import json
+
+    facts = {k: v for k, v in run.items() if k not in _RUN_BOOKKEEPING}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _fresh(rf: RunFolder, product: Product, recorded: Any, stamp: Any) -> bool:
@@ -249,7 +267,14 @@ def _write_index(rf: RunFolder, fresh: list[Product]) -> None:
     data = [f"../{name}" for name in ("results.npz", "throughtimes.npz", "run.json") if (rf.path / name).is_file()]
     from .view import run_title
 
-    text = render_index(f"ignite_seg: {run_title(rf.path)}", summary, present, data).encode("utf-8")
+    captions = {}
+    for p in fresh:
+        for e in p.report:
+            if e.caption_of is not None and e.file in present:
+                caption = e.caption_of(str(rf.path))
+                if caption is not None:
+                    captions[e.file] = caption
+    text = render_index(f"ignite_seg: {run_title(rf.path)}", summary, present, data, captions).encode("utf-8")
     path = rf.analysis / "index.html"
     try:
         if path.read_bytes() == text:

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .stats import Band
+from .stats import SPACE_NOTES, Band, Space
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "png_bytes", "draw_band", "draw_trials", "COLORS", "PERF_LABELS", "fmt", "set_color"]
+__all__ = ["new_figure", "png_bytes", "draw_band", "note_space", "draw_trials", "COLORS", "PERF_LABELS", "fmt", "set_color"]
 
 COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "range": "#2ca02c", "diverged": "#d62728", "chosen": "#9467bd"}
 #: Colours of the validation sets after the primary one (none of :data:`COLORS`).
@@ -58,14 +58,17 @@ def fmt(x: float, digits: int = 3) -> str:
 
 
 def draw_band(ax: Axes, x: np.ndarray, band: Band, color: str, what: str, unit: str,
-              curves: np.ndarray | None = None, **kw: Any) -> None:
+              curves: np.ndarray | None = None, space: Space = "linear", **kw: Any) -> None:
     """Mean line and a shaded band, labelled with what it is and N.
 
-    The band is the 95% CI of the mean; given ``curves`` it is their min–max spread instead
-    (for a handful of tuner repeats, whose t-interval would dwarf the data).
+    The band is the 95% CI of the mean, computed in ``space`` (the legend says which, and that the
+    mean is geometric in ``log`` space); given ``curves`` it is their min–max spread instead (for a
+    handful of tuner repeats, whose t-interval would dwarf the data), around the same mean.
     """
     n = int(band.n.max()) if band.n.size else 0
-    ax.plot(x, band.mean, color=color, lw=2, label=f"{what}: mean of {n} {unit}", **kw)
+    kind = "geometric mean" if space == "log" and n > 1 else "mean"
+    units = unit[:-1] if n == 1 and unit.endswith("s") else unit  # "mean of 1 repeat"
+    ax.plot(x, band.mean, color=color, lw=2, label=f"{what}: {kind} of {n} {units}", **kw)
     if n > 1:
         if curves is not None:
             import warnings
@@ -74,9 +77,16 @@ def draw_band(ax: Axes, x: np.ndarray, band: Band, color: str, what: str, unit: 
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns after divergence
                 low, high = np.nanmin(curves, axis=0), np.nanmax(curves, axis=0)
             ax.fill_between(x, low, high, color=color, alpha=0.25, lw=0, label=f"{what}: min–max of {n} {unit}")
+            # (captions.band_phrase writes the same words for the report)
         else:
             ax.fill_between(x, band.low, band.high, color=color, alpha=0.25, lw=0,
                             label=f"{what}: 95% CI of the mean (N={n})")
+
+
+def note_space(ax: Axes, space: Space) -> None:
+    """A legend line saying where the bands' intervals were computed (nothing for ``linear``)."""
+    if SPACE_NOTES[space]:
+        ax.fill_between([], [], [], color="none", label=f"bands: {SPACE_NOTES[space]}")
 
 
 def draw_trials(ax: Axes, x: np.ndarray, curves: np.ndarray, color: str, label: str | None) -> None:

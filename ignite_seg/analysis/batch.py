@@ -1,6 +1,7 @@
 """The batch size: perf against batch size, the noise-scale estimate and the scored candidates."""
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
@@ -12,7 +13,24 @@ from .stats import Band, mean_band
 if TYPE_CHECKING:
     from matplotlib.figure import Figure, SubFigure
 
-__all__ = ["BatchInfo", "batch_info", "plot_batch_size", "draw_batch_size"]
+__all__ = ["BatchInfo", "CandidateRanking", "batch_info", "candidate_ranking", "plot_batch_size", "draw_batch_size"]
+
+
+class CandidateRanking(NamedTuple):
+    """What the batch-size rule ranked: each candidate's mean held-out ``by`` at the last rung it ran.
+
+    A pruned candidate is at its real score at the rung where it was cut (``budget``: that rung's epochs).
+    """
+
+    by: str
+    bss: np.ndarray
+    values: np.ndarray
+    repeats: np.ndarray
+    budget: np.ndarray
+    pruned: np.ndarray
+    best_by_score: float
+    chosen: float
+    tie_note: str = ""
 
 
 class BatchInfo(NamedTuple):
@@ -30,17 +48,47 @@ class BatchInfo(NamedTuple):
     cand_budget: np.ndarray
     chosen: float
     final_batch_size: float
+    #: what the rule ranked (``None``: not known, the candidates' perf is drawn)
+    ranking: CandidateRanking | None = None
 
 
 def _arr(a: Any) -> np.ndarray:
     return np.zeros(0) if a is None else np.asarray(a, dtype=np.float64)
 
 
+def candidate_ranking(sampled: BatchSampledFile, by: str = "loss", tie_note: str = "") -> CandidateRanking | None:
+    """The held-out ``by`` (``loss`` or ``perf``) the rule ranked, per candidate at the last rung it ran
+    (pure, from ``bs_sampled.npz``'s rungs; without them, the deciding rung's). ``None`` without runs."""
+    cand = _arr(sampled.bss).ravel()
+    rungs = _arr(sampled.rung_losses if by == "loss" else sampled.rung_scores)
+    budgets = _arr(sampled.rung_budgets).ravel()
+    if rungs.size == 0 or rungs.ndim != 3:
+        last = _arr(sampled.losses if by == "loss" else sampled.scores)
+        if last.size == 0:
+            return None
+        given = _arr(sampled.budget_epochs).ravel()
+        rungs, budgets = last.reshape(1, -1, cand.size), np.array([given.max() if given.size else np.nan])
+    ran = np.isfinite(rungs).any(axis=1)  # (N, C)
+    last_rung = np.where(ran.any(axis=0), ran.shape[0] - 1 - np.argmax(ran[::-1], axis=0), -1)
+    values, repeats, budget = np.full(cand.size, np.nan), np.zeros(cand.size, dtype=np.int64), np.full(cand.size, np.nan)
+    for c, n in enumerate(last_rung):
+        if n >= 0:
+            col = rungs[n, :, c]
+            values[c], repeats[c], budget[c] = np.nanmean(col), np.isfinite(col).sum(), budgets[n]
+    pruned = last_rung < rungs.shape[0] - 1
+    alive = np.where(pruned, np.nan, values)
+    best = float(cand[np.nanargmin(alive) if by == "loss" else np.nanargmax(alive)]) if np.isfinite(alive).any() else np.nan
+    chosen = float(sampled.chosen) if sampled.chosen is not None else np.nan
+    return CandidateRanking(by, cand, values, repeats, budget, pruned, best, chosen, tie_note)
+
+
 def batch_info(bs_vs_perf: BatchSweepFile | Mapping[str, Any] | None, bs_sampled: BatchSampledFile | Mapping[str, Any] | None,
-               final_batch_size: float = float("nan")) -> BatchInfo | None:
+               final_batch_size: float = float("nan"), ranked_by: str | None = None, tie_note: str = "") -> BatchInfo | None:
     """Evidence for the batch size from ``bs_vs_perf.npz`` and ``bs_sampled.npz`` (either may be absent).
 
-    Each comes as its record or its arrays. ``None`` when neither holds any batch size.
+    Each comes as its record or its arrays. ``None`` when neither holds any batch size. ``ranked_by``
+    (``loss`` or ``perf``, from ``misc.json``): what the rule ranked, drawn with ``tie_note`` (why the
+    chosen one is not the best scored); ``None``: the candidates' perf is drawn.
     """
     bs, sampled = BatchSweepFile.coerce(bs_vs_perf), BatchSampledFile.coerce(bs_sampled)
     bss = _arr(bs.bss if bs else None).ravel()
@@ -62,6 +110,7 @@ def batch_info(bs_vs_perf: BatchSweepFile | Mapping[str, Any] | None, bs_sampled
         cand_bss=cand, cand_scores=scores, cand_band=mean_band(scores),
         cand_budget=_arr(sampled.budget_epochs if sampled else None).ravel(),
         chosen=float(chosen) if chosen is not None else float("nan"), final_batch_size=float(final_batch_size),
+        ranking=candidate_ranking(sampled, ranked_by, tie_note) if sampled and ranked_by and cand.size else None,
     )
 
 
@@ -81,6 +130,45 @@ def _batch_ticks(ax: Any, values: np.ndarray) -> None:
 def _panels(info: BatchInfo) -> list[str]:
     return [p for p, present in (("sweep", info.bss.size > 0), ("candidates", info.cand_bss.size > 0),
                                  ("noise", info.noise_scale_values.size > 0)) if present]
+
+
+def _repeats(n: int) -> str:
+    return f"{n} repeat{'' if n == 1 else 's'}"
+
+
+def _draw_ranking(ax: Any, r: CandidateRanking) -> None:
+    """The candidates at the score the rule ranked: survivors, pruned ones at their real score, the best
+    scored and the chosen one, and the tie rule when it decided."""
+    kept, cut = ~r.pruned & np.isfinite(r.values), r.pruned & np.isfinite(r.values)
+    n = int(r.repeats[kept].max()) if kept.any() else 0
+    ax.plot(r.bss[kept], r.values[kept], "s", color="k", ms=7, gid="candidates", zorder=4,
+            label=f"last rung: mean of {_repeats(n)}")
+    if cut.any():
+        ax.plot(r.bss[cut], r.values[cut], "x", color=COLORS["diverged"], ms=9, mew=2, gid="pruned", zorder=4,
+                label="pruned at an earlier rung (its score there)")
+    for xi, yi, b in zip(r.bss, r.values, r.budget):
+        if np.isfinite(yi):
+            ax.annotate(f"{fmt(b, 2)} ep", (xi, yi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
+    if np.isfinite(r.best_by_score):
+        k = int(np.flatnonzero(r.bss == r.best_by_score)[0])
+        ax.plot([r.best_by_score], [r.values[k]], "o", mfc="none", mec=COLORS["range"], ms=15, mew=2,
+                label=f"{'lowest' if r.by == 'loss' else 'highest'} held-out {r.by}: {fmt(r.best_by_score)}")
+    if np.isfinite(r.chosen):
+        by_rule = np.isfinite(r.best_by_score) and r.chosen != r.best_by_score
+        ax.axvline(r.chosen, color=COLORS["chosen"], lw=2,
+                   label=f"chosen {fmt(r.chosen)}" + (" by the tie rule" if by_rule else ""))
+        if by_rule and r.tie_note:
+            ax.text(0.02, 0.98, "\n".join(textwrap.wrap(r.tie_note, 48)), transform=ax.transAxes, fontsize=7,
+                    va="top", bbox={"facecolor": "white", "alpha": 0.85, "lw": 0})
+    finite = r.values[np.isfinite(r.values)]
+    if finite.size:  # room above the points for the tie rule's note and the epoch labels
+        lo, hi = float(finite.min()), float(finite.max())
+        span = hi - lo or abs(hi) * 0.1 or 1.0
+        ax.set_ylim(lo - 0.1 * span, hi + (0.6 if r.tie_note else 0.2) * span)
+    _batch_ticks(ax, r.bss)
+    ax.set_xlabel("candidate batch size (log2 scale)")
+    ax.set_ylabel(f"held-out {r.by} ({'lower' if r.by == 'loss' else 'higher'} is better)")
+    ax.set_title(f"Candidates: the held-out {r.by} the rule ranks (labels: epochs)")
 
 
 def plot_batch_size(info: BatchInfo, dpi: float = 110) -> Figure:
@@ -119,6 +207,8 @@ def draw_batch_size(fig: Figure | SubFigure, info: BatchInfo, legend_size: float
             ax.set_xlabel("batch size (log2 scale)")
             ax.set_ylabel("perf (held-out slice of the train set)")
             ax.set_title("Perf vs batch size (sweep)")
+        elif panel == "candidates" and info.ranking is not None:
+            _draw_ranking(ax, info.ranking)
         elif panel == "candidates":
             x = info.cand_bss
             for r, row in enumerate(info.cand_scores):

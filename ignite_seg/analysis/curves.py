@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Mapping, NamedTuple
 import numpy as np
 
 from ..storage.result_keys import ResultKeys
-from ._mpl import COLORS, PERF_LABELS, draw_band, draw_trials, fmt, new_figure, set_color
-from .stats import Band, Mode, Stats, describe, mean_band
+from ._mpl import COLORS, PERF_LABELS, draw_band, draw_trials, fmt, new_figure, note_space, set_color
+from .stats import Band, Mode, Space, Stats, describe, interval_name, mean_band, space_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -20,6 +20,10 @@ __all__ = [
     "FinalPanelsInfo", "final_panels_info", "plot_final_panels",
     "FinalPairsInfo", "final_pairs_info", "plot_final_pairs",
 ]
+
+
+#: Below this many trials the bands are the min–max spread, not the t-interval (t = 12.7 for N = 2 hides the data).
+MINMAX_BELOW = 3
 
 
 class CurveSet(NamedTuple):
@@ -49,10 +53,10 @@ class ThroughTimeInfo(NamedTuple):
 
 
 def curve_set(tt: Mapping[str, np.ndarray], key: str) -> CurveSet:
-    """The ``(T, S)`` curves of ``key`` and their mean ± 95% band."""
+    """The ``(T, S)`` curves of ``key`` and their mean ± 95% band, valid in the key's space (:func:`.space_of`)."""
     ids, epochs = np.asarray(tt["trial_ids"]), np.asarray(tt["epochs"])
     y = np.asarray(tt[key], dtype=np.float64).reshape(ids.size, epochs.size)
-    return CurveSet(y, mean_band(y))
+    return CurveSet(y, mean_band(y, space_of(key)))
 
 
 def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classification",
@@ -78,15 +82,18 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
     x = info.epochs[:upto]
     n = info.trial_ids.size
     pair = (info.loss_train, info.loss_val) if which == "loss" else (info.perf_train, info.perf_val)
+    space = space_of("losses" if which == "loss" else "perfs")
     for split, name, cset in zip(("train", "val"), ("train", info.val_label), pair):
         draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{name}: each trial (N={n})")
         # below 3 trials the t-interval of the mean (t = 12.7 for N = 2) hides the data: show min-max
         draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), COLORS[split], name, "trials",
-                  curves=cset.trials[:, :upto] if n < 3 else None)
+                  curves=cset.trials[:, :upto] if n < MINMAX_BELOW else None, space=space)
     for k, more in enumerate(info.more_val):  # the other validation sets: mean and band only
         cset = more.loss if which == "loss" else more.perf
         draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), set_color(k), more.name, "trials",
-                  curves=cset.trials[:, :upto] if n < 3 else None, ls="--")
+                  curves=cset.trials[:, :upto] if n < MINMAX_BELOW else None, space=space, ls="--")
+    if n >= MINMAX_BELOW:
+        note_space(ax, space)
     shown = (*pair, *((m.loss if which == "loss" else m.perf) for m in info.more_val))
     ax.set_xlim(info.epochs[0], info.epochs[-1])
     ax.set_xlabel("epoch")
@@ -130,6 +137,8 @@ class FinalInfo(NamedTuple):
     label: str
     n_failed: int
     n_diverged: int
+    #: where the interval of the mean is valid (:func:`.stats.space_of` of the key)
+    space: Space = "linear"
 
 
 def final_info(results: Mapping[str, np.ndarray], key: str = "final_perf_val", label: str = "final val perf",
@@ -140,7 +149,8 @@ def final_info(results: Mapping[str, np.ndarray], key: str = "final_perf_val", l
         return None
     values = np.asarray(results[key], dtype=np.float64)
     mode = mode or ("min" if "loss" in key else "max")
-    return FinalInfo(ids, values, describe(values, ids, mode), label, int(n_failed), int(n_diverged))
+    return FinalInfo(ids, values, describe(values, ids, mode, space_of(key)), label, int(n_failed), int(n_diverged),
+                     space_of(key))
 
 
 class FinalPanelsInfo(NamedTuple):
@@ -188,7 +198,7 @@ def draw_final_distribution(ax: Axes, info: FinalInfo, upto: int | None = None) 
     if upto is None or upto >= info.values.size:
         if s.n > 1:
             ax.axvspan(s.ci_low, s.ci_high, color=COLORS["val"], alpha=0.18, lw=0,
-                       label=f"95% CI of the mean [{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}]")
+                       label=f"{interval_name(info.space)} [{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}]")
         ax.axvline(s.mean, color="k", lw=1.5, label=f"mean {fmt(s.mean, 4)} (std {fmt(s.std, 2)})")
         if s.best_trial is not None:
             k = int(np.flatnonzero(info.trial_ids == s.best_trial)[0])
@@ -200,8 +210,9 @@ def draw_final_distribution(ax: Axes, info: FinalInfo, upto: int | None = None) 
                             xytext=(0, -14), ha="center", fontsize=8)
     ax.set_ylim(-1, 1.2)
     ax.set_yticks([])
-    if finite.size:
-        lo, hi = float(finite.min()), float(finite.max())
+    if finite.size:  # the dots and the interval drawn from them
+        ends = np.array([finite.min(), finite.max(), s.ci_low, s.ci_high])
+        lo, hi = float(np.nanmin(ends)), float(np.nanmax(ends))
         pad = max(0.08 * (hi - lo), 1e-3 * max(abs(hi), 1e-12), 1e-9)
         ax.set_xlim(lo - pad, hi + pad)
     ax.set_xlabel(info.label)

@@ -22,6 +22,15 @@ class PCAInfo(NamedTuple):
     labels: np.ndarray
     categorical: bool
     n_features: int
+    #: the recorded module's class (``ReLU``), when the run recorded it; and the trial it comes from
+    layer_type: str = ""
+    trial: int | None = None
+
+    def layer_title(self) -> str:
+        """The layer as a reader finds it in the model: ``module '1' (ReLU) of trial 0``."""
+        kind = f" ({self.layer_type})" if self.layer_type else ""
+        trial = f" of trial {self.trial}" if self.trial is not None else ""
+        return f"module '{self.layer_name}'{kind}{trial}"
 
 
 def _labels(targets: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -50,7 +59,7 @@ def _pca3(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return coords, explained
 
 
-def pca_info(hidden: Mapping[str, Any], layer: int = -1) -> PCAInfo | None:
+def pca_info(hidden: Mapping[str, Any], layer: int = -1, trial: int | None = None) -> PCAInfo | None:
     """Per-epoch 3D PCA of one recorded layer (the last by default), signs aligned between epochs.
 
     Each epoch gets its own principal components (the representation changes a lot); the sign
@@ -72,7 +81,9 @@ def pca_info(hidden: Mapping[str, Any], layer: int = -1) -> PCAInfo | None:
             signs = np.sign(np.sum(c * coords[e - 1], axis=0))
             c = c * np.where(signs == 0, 1.0, signs)
         coords[e], explained[e] = c, ex
-    return PCAInfo(epochs, names[k], coords, explained, labels, categorical, int(values.shape[2]))
+    types = [str(n) for n in np.asarray(hidden.get("layer_types", np.zeros(0))).ravel()]
+    return PCAInfo(epochs, names[k], coords, explained, labels, categorical, int(values.shape[2]),
+                   types[k] if len(types) == len(names) else "", trial)
 
 
 def pca_at(info: PCAInfo, position: float) -> np.ndarray:
@@ -139,6 +150,6 @@ def plot_hidden_pca(info: PCAInfo, dpi: float = 110) -> Figure:
         ax = cast("Axes3D", fig.add_subplot(1, 2, j + 1, projection="3d"))
         draw_pca(ax, info, float(pos), azim=-60, legend=(j == 1))
         ax.set_title(f"epoch {info.epochs[pos]:g}", fontsize=10)
-    fig.suptitle(f"Hidden representation of {info.labels.size} val points (layer '{info.layer_name}', "
+    fig.suptitle(f"Hidden representation of {info.labels.size} val points ({info.layer_title()}, "
                  f"{info.n_features} features): 3D PCA, {'coloured by class' if info.categorical else 'coloured by target'}")
     return fig

@@ -1,6 +1,7 @@
 """The learning rate: the LR range test (``lr_vs_perf.npz``) and the schedule of the final trials."""
 from __future__ import annotations
 
+import textwrap
 import warnings
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
@@ -117,7 +118,8 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
     ax.set_xscale("log")
     ax.set_xlim(info.lrs[0], info.lrs[-1])
     ax.set_xlabel("learning rate (log scale)")
-    ax.set_ylabel(info.loss_label if which == "loss" else "perf (held-out slice of the train set)")
+    label = info.loss_label if which == "loss" else "perf (held-out slice of the train set)"
+    ax.set_ylabel(textwrap.fill(label, 28))  # two short lines fit a video frame's height
     if which == "loss":
         _loss_ylim(ax, info)
     ax.grid(True, which="major", alpha=0.3)
@@ -224,7 +226,7 @@ def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, f
     ax.axhline(info.lr_start, color="grey", ls="--", lw=0.8, label=f"lr_start = {fmt(info.lr_start)}")
     ax.axhline(info.lr_end, color="grey", ls=":", lw=0.8, label=f"lr_end = {fmt(info.lr_end)}")
     style_schedule_axes(ax, info)
-    ax.set_title(_schedule_title(info))
+    ax.set_title(_schedule_title(info), fontsize=11)
     ax.legend(fontsize=8, loc="upper right", ncols=3, framealpha=0.9)
     ax.grid(True, alpha=0.3)
     return fig
@@ -233,7 +235,8 @@ def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, f
 def _schedule_title(info: ScheduleInfo) -> str:
     warmup = f", linear warmup from 0 over {fmt(info.warmup_epochs)} epochs" if info.warmup_epochs > 0 else ""
     if info.schedule != "triangular":
-        return f"{info.schedule} schedule: {fmt(info.n_epochs)} epochs{warmup}; log axis"
+        return f"{info.schedule} schedule: {fmt(info.n_epochs)} epochs\n({warmup.lstrip(', ') or 'no warmup'}; drawn on a log axis)"
     n_cycles = info.n_epochs / info.cycle_size_epochs
-    return (f"Triangular cyclical schedule: cycle {fmt(info.cycle_size_epochs)} epochs, "
-            f"{fmt(info.n_epochs)} epochs ({fmt(n_cycles)} cycles){warmup}; linear ramps, log axis")
+    cycles = f"{fmt(n_cycles)} cycle{'' if np.isclose(n_cycles, 1) else 's'}"
+    return (f"Triangular cyclical schedule: {fmt(info.n_epochs)} epochs, {cycles} of "
+            f"{fmt(info.cycle_size_epochs)} epochs\n(linear ramps{warmup}, drawn on a log axis)")

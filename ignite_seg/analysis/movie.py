@@ -162,6 +162,16 @@ def render_video_scene(folder: str, scene_name: str, settings: AnalysisSettings)
         return out.read_bytes()
 
 
+def render_poster(folder: str, settings: AnalysisSettings) -> bytes:
+    """The video's first frame (the title card) as a PNG, for the ``poster`` of the report's player."""
+    from ._mpl import png_bytes
+
+    dpi, _width, _height = movie_size(settings.video_height)
+    fig = new_figure(FIG_W, FIG_H, dpi)
+    BUILDERS["title"](fig, folder, 1)
+    return png_bytes(fig)
+
+
 def concat_mp4(segments: list[bytes]) -> bytes:
     """Join MP4 segments of identical encoding into one file (ffmpeg's concat demuxer, no re-encoding)."""
     if len(segments) == 1:

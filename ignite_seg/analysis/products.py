@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 from ..storage.atomic import to_jsonable
 from ..storage.result_keys import ResultKeys
 from ..storage.run_folder import RunFolder
-from . import batch, curves, hidden, lr, metrics, view
+from . import batch, captions, curves, hidden, lr, metrics, view
 from ._mpl import png_bytes
 from .load import HPARAM_FILES, hidden_path, read_json_or_none
 from .settings import AnalysisSettings
@@ -47,6 +47,8 @@ class Entry(NamedTuple):
     caption: str = ""
     #: Another output of the product linked from the caption when it exists (the MP4 of a GIF).
     also: str | None = None
+    #: The caption written from the figure's info record (``folder -> caption``; ``None``: ``caption``).
+    caption_of: Callable[[str], str | None] | None = None
 
 
 class Part(NamedTuple):
@@ -88,12 +90,14 @@ def _hp(rf: RunFolder, *names: str) -> list[Path]:
     return [rf.hparams / n for n in names]
 
 
+# run.json is not an input by its mtime (train() rewrites it after the analysis, to mark the run
+# complete): what the analysis reads of it is in each product's manifest stamp instead.
 def _results(rf: RunFolder) -> list[Path]:
-    return [rf.run_json, rf.results, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
+    return [rf.results, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
 
 
 def _throughtimes(rf: RunFolder) -> list[Path]:
-    return [rf.run_json, rf.throughtimes]
+    return [rf.throughtimes]
 
 
 def _hidden(rf: RunFolder) -> list[Path]:
@@ -197,42 +201,52 @@ def _video_parts(folder: str, settings: AnalysisSettings) -> list[Part]:
 
 
 def _video_scene(folder: str, settings: AnalysisSettings, part: str) -> dict[str, bytes]:
-    from .movie import render_video_scene
+    from .movie import render_poster, render_video_scene
 
-    return {f"video.{part}.segment": render_video_scene(folder, part, settings)}
+    out = {f"video.{part}.segment": render_video_scene(folder, part, settings)}
+    if part == "title":  # the first frame, as the player's poster
+        out[VIDEO_POSTER] = render_poster(folder, settings)
+    return out
 
 
 def _video_join(outputs: list[dict[str, bytes]]) -> dict[str, bytes]:
     from .movie import concat_mp4
 
-    return {"video.mp4": concat_mp4([data for out in outputs for data in out.values()])}
+    files = {"video.mp4": concat_mp4([data for out in outputs for name, data in out.items() if name.endswith(".segment")])}
+    return files | {name: data for out in outputs for name, data in out.items() if name == VIDEO_POSTER}
+
+
+#: The video's first frame (``poster`` of the report's player; :func:`.report._figure` names it so).
+VIDEO_POSTER = "video.poster.png"
 
 
 # -- the registry -----------------------------------------------------------------------------------
 
-_LR_CAPTION = ("Loss and perf against the LR (log scale) for each repeat, with the mean ± 95% CI; green: the chosen "
-               "range; red dotted: divergence. Bottom: the derivatives used to choose the range.")
+_LR_CAPTION = ("Loss and perf against the LR (log scale) for each repeat, with their mean and min–max; green: the "
+               "chosen range; red dotted: divergence. Bottom: the derivatives used to choose the range.")
 
 #: Every product, in the report's reading order.
 PRODUCTS: tuple[Product, ...] = (
     Product("summary", "text", ("summary.md", "summary.json"), _summary_inputs, _always, 0.1, _no_key, _summary,
             report=(Entry("summary.md", "link"), Entry("summary.json", "link"))),
-    Product("video", "video", ("video.mp4",), _video_inputs, _always, 20.0, _video_key, _video_scene,
+    Product("video", "video", ("video.mp4", VIDEO_POSTER), _video_inputs, _always, 20.0, _video_key, _video_scene,
             report=(Entry("video.mp4", "video", "Walk-through video", "The whole run in one video: LR sweep, "
                           "batch size, schedule, training, final distribution."),),
             parts=_video_parts, join=_video_join),
     Product("lr_sweep_png", "images_min", ("lr_sweep.png",), lambda rf: _hp(rf, "lr_vs_perf.npz"), _has_lr_sweep,
             0.8, _png_key, _png("lr_sweep.png", view.lr_of, lr.plot_lr_sweep),
-            report=(Entry("lr_sweep.png", "image", "Learning-rate range test", _LR_CAPTION),)),
+            report=(Entry("lr_sweep.png", "image", "Learning-rate range test", _LR_CAPTION,
+                          caption_of=captions.lr_caption_of),)),
     Product("lr_sweep_anim", "animations", ("lr_sweep.mp4", "lr_sweep.gif"), lambda rf: _hp(rf, "lr_vs_perf.npz"),
             _has_lr_sweep, 4.0, _anim_key, _animation("lr_sweep"),
             report=(Entry("lr_sweep.gif", "gif", "Learning-rate range test, drawn progressively",
                           also="lr_sweep.mp4"),)),
     Product("batch_size_png", "images", ("batch_size.png",),
-            lambda rf: _hp(rf, "final.json", "bs_vs_perf.npz", "bs_sampled.npz"), _has_batch_search, 0.6, _png_key,
+            lambda rf: _hp(rf, "final.json", "bs_vs_perf.npz", "bs_sampled.npz", "misc.json"), _has_batch_search, 0.6, _png_key,
             _png("batch_size.png", view.batch_of, batch.plot_batch_size),
             report=(Entry("batch_size.png", "image", "Batch size", "Perf against batch size, the gradient noise "
-                          "scale B_simple, and the candidates' short-run scores."),)),
+                          "scale B_simple, and the candidates at the held-out score the rule ranks (pruned ones at "
+                          "their score when cut), with the tie rule when it decided."),)),
     Product("schedule_png", "images", ("lr_schedule.png",), lambda rf: _hp(rf, "final.json"),
             lambda rf: (rf.hparams / "final.json").is_file(), 0.3, _png_key,
             _png("lr_schedule.png", view.schedule_of, lr.plot_schedule),
@@ -241,8 +255,8 @@ PRODUCTS: tuple[Product, ...] = (
     Product("throughtime_png", "images_min", ("throughtime.png",), _throughtimes, _has_throughtimes, 0.8, _png_key,
             _png("throughtime.png", view.throughtime_of, curves.plot_throughtime),
             report=(Entry("throughtime.png", "image", "Training through time", "Loss and perf on fixed train/val "
-                          "subsets: each trial (thin) and the mean ± 95% CI across trials; every other named "
-                          "validation set (dashed): its mean ± 95% CI."),)),
+                          "subsets: each trial (thin) and their mean with a band across trials.",
+                          caption_of=captions.throughtime_caption_of),)),
     Product("throughtime_anim", "animations", ("throughtime.mp4", "throughtime.gif"), _throughtimes,
             _has_throughtimes, 6.0, _anim_key, _animation("throughtime"),
             report=(Entry("throughtime.gif", "gif", "Training through time, drawn progressively",
@@ -260,7 +274,8 @@ PRODUCTS: tuple[Product, ...] = (
     Product("final_pairs_png", "images", ("final_train_vs_val.png",), _results, _has_results, 0.4, _png_key,
             _png("final_train_vs_val.png", view.final_pairs_of, curves.plot_final_pairs),
             report=(Entry("final_train_vs_val.png", "image", "Generalisation gap",
-                          "Final train vs val loss and perf of each trial; on the dashed line val equals train."),)),
+                          "Final train and val loss and perf of each trial, joined by a line per trial; the mean gap "
+                          "val − train is written under each panel."),)),
     Product("hidden_png", "images", ("hidden_pca.png",), _hidden, lambda rf: bool(_hidden(rf)), 0.6, _png_key,
             _png("hidden_pca.png", view.pca_of, hidden.plot_hidden_pca),
             report=(Entry("hidden_pca.png", "image", "Hidden representations", "3D PCA of a hidden layer's "

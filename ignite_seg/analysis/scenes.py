@@ -9,6 +9,7 @@ back). :mod:`.movie` lays the scenes out, blits the frames and encodes them.
 from __future__ import annotations
 
 import math
+import textwrap
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
 
@@ -17,6 +18,7 @@ import numpy as np
 from . import view
 from ._mpl import COLORS, fmt
 from .batch import draw_batch_size
+from .captions import throughtime_caption
 from .curves import draw_final_distribution, draw_throughtime_panel
 from .hidden import draw_pca, pca_at, pca_limit
 from .lr import draw_lr_sweep_panel, mark_range_and_divergence, style_schedule_axes
@@ -29,7 +31,7 @@ __all__ = ["Scene", "scene_plan", "SCENE_SECONDS", "Animated", "Builder", "BUILD
 
 #: Length of each scene of the walk-through video, in seconds.
 SCENE_SECONDS = {"title": 3.0, "lr_sweep": 6.0, "batch_size": 4.0, "schedule": 3.0, "training": 8.0,
-                 "final": 4.0, "hidden": 8.0}
+                 "final": 4.0, "hidden": 8.0, "closing": 4.0}
 #: Fraction of a progressive scene spent drawing; the rest holds the finished picture.
 REVEAL = 0.75
 LEGEND = 7.5  # points: about 8 pixels high in a 360p draft
@@ -75,9 +77,8 @@ def scene_plan(folder: str, fps: int, hidden: bool = True) -> list[Scene]:
                             f"{fmt(sched.n_epochs)} epochs."))
     tt = view.throughtime_of(folder)
     if tt is not None:
-        scenes.append(Scene("training", _frames("training", fps),
-                            f"{tt.trial_ids.size} trials through time on fixed train/val subsets: thin lines are "
-                            "single trials, bands the mean ± 95% CI across trials."))
+        scenes.append(Scene("training", _frames("training", fps), f"{tt.trial_ids.size} final trials through time. "
+                            + throughtime_caption(tt)))
     fin = view.final_of(folder)
     if fin is not None:
         s = fin.stats
@@ -89,9 +90,9 @@ def scene_plan(folder: str, fps: int, hidden: bool = True) -> list[Scene]:
         pca = view.pca_of(folder)
         if pca is not None:
             scenes.append(Scene("hidden", _frames("hidden", fps),
-                                f"Hidden representation of {pca.labels.size} val points (layer '{pca.layer_name}' "
-                                f"of trial {view.hidden_trial_of(folder)}), 3D PCA at each epoch, "
+                                f"Hidden representation of {pca.labels.size} val points ({pca.layer_title()}), 3D PCA at each epoch, "
                                 f"{'coloured by class' if pca.categorical else 'coloured by target'}."))
+    scenes.append(Scene("closing", _frames("closing", fps), ""))
     return scenes
 
 
@@ -166,6 +167,22 @@ def _title(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
         fig.text(0.5, 0.72, f"{summary.created or ''}   seed {run.get('seed', '?')}", ha="center", va="center",
                  fontsize=10, color="grey")
         fig.text(0.5, 0.38, "\n".join(lines), ha="center", va="center", fontsize=10, linespacing=1.5)
+
+    return _static(fig, draw)
+
+
+def _closing(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+    """The closing card: the run's decisions and result, as the summary states them."""
+    from .text import decision_lines
+
+    summary = view.summary_of(folder)
+    lines = [wrapped for line in decision_lines(summary)
+             for wrapped in textwrap.wrap(line[2:].replace("**", ""), 90, subsequent_indent="    ")]
+
+    def draw() -> None:
+        fig.text(0.5, 0.85, "Result", ha="center", va="center", fontsize=18, weight="bold")
+        fig.text(0.5, 0.45, "\n".join(lines), ha="center", va="center", fontsize=10, linespacing=1.6, wrap=True)
+        fig.text(0.5, 0.06, "details: analysis/index.html and summary.md", ha="center", fontsize=9, color="grey")
 
     return _static(fig, draw)
 
@@ -297,4 +314,5 @@ def _class_masks(info: Any) -> list[np.ndarray]:
 
 
 BUILDERS: dict[str, Builder] = {"title": _title, "lr_sweep": _lr_sweep, "batch_size": _batch_size,
-                                "schedule": _schedule, "training": _training, "final": _final, "hidden": _hidden}
+                                "schedule": _schedule, "training": _training, "final": _final, "hidden": _hidden,
+                                "closing": _closing}

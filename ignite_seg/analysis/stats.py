@@ -6,10 +6,30 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-__all__ = ["Stats", "Band", "Mode", "t975", "describe", "mean_band"]
+__all__ = ["Stats", "Band", "Mode", "Space", "t975", "describe", "mean_band", "space_of", "interval_name", "SPACE_NOTES"]
 
 #: Which end of a metric is best.
 Mode = Literal["min", "max"]
+#: Where an interval is valid: anywhere (``linear``), above 0 (``log``: losses, computed on log values,
+#: so the mean is the geometric mean) or in [0, 1] (``unit``: perf and accuracies, clipped).
+Space = Literal["linear", "log", "unit"]
+#: How a legend or a table states the space of its intervals.
+SPACE_NOTES = {"linear": "", "log": "geometric mean, 95% CI in log space", "unit": "95% CI clipped to [0, 1]"}
+
+
+def interval_name(space: Space) -> str:
+    """How a legend names the interval of a mean computed in ``space``."""
+    return {"log": "95% CI (log space)", "unit": "95% CI (clipped to [0, 1])"}.get(space, "95% CI of the mean")
+
+
+def space_of(key: str) -> Space:
+    """The space of a results/through-time key: losses ``log``, perf ``unit``, custom metrics ``linear``."""
+    name = key.split("_", 2)
+    if name[0] in ("loss", "losses") or key.startswith("final_loss_"):
+        return "log"
+    if name[0] in ("perf", "perfs") or key.startswith("final_perf_"):
+        return "unit"
+    return "linear"
 
 # Two-sided 95% quantiles of Student's t (0.975 quantile) for 1..30 degrees of freedom.
 _T975 = (
@@ -50,10 +70,12 @@ class Stats(NamedTuple):
         return dict(self._asdict())
 
 
-def describe(values: np.ndarray, trial_ids: np.ndarray, mode: Mode) -> Stats:
+def describe(values: np.ndarray, trial_ids: np.ndarray, mode: Mode, space: Space = "linear") -> Stats:
     """Count, mean, sample std, 95% t-interval of the mean, best and worst (by ``mode``).
 
-    Non-finite values are left out. With one value the std and interval are NaN.
+    Non-finite values are left out. With one value the std and interval are NaN. The interval is
+    valid in ``space``: ``log``, the t-interval of the log values mapped back (of the geometric
+    mean, never <= 0; the mean stays arithmetic); ``unit``, clipped to [0, 1].
 
     Example:
         >>> describe(np.array([1.0, 3.0]), np.array([0, 1]), "max").best_trial
@@ -68,9 +90,25 @@ def describe(values: np.ndarray, trial_ids: np.ndarray, mode: Mode) -> Stats:
         return Stats(0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, None, None, mode)
     mean = float(v.mean())
     std = float(v.std(ddof=1)) if n > 1 else math.nan
-    half = t975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+    low, high = _interval(v, space)
     ib, iw = (int(np.argmax(v)), int(np.argmin(v))) if mode == "max" else (int(np.argmin(v)), int(np.argmax(v)))
-    return Stats(n, mean, std, mean - half, mean + half, float(v[ib]), float(v[iw]), int(ids[ib]), int(ids[iw]), mode)
+    return Stats(n, mean, std, low, high, float(v[ib]), float(v[iw]), int(ids[ib]), int(ids[iw]), mode)
+
+
+def _interval(v: np.ndarray, space: Space) -> tuple[float, float]:
+    """The 95% t-interval of the mean of the finite ``v`` (NaN below two values), valid in ``space``."""
+    n = v.size
+    if space == "log":
+        if n < 2 or (v <= 0).any():
+            return math.nan, math.nan
+        lo, hi = _interval(np.log(v), "linear")
+        return math.exp(lo), math.exp(hi)
+    if n < 2:
+        return math.nan, math.nan
+    mean, half = float(v.mean()), t975(n - 1) * float(v.std(ddof=1)) / math.sqrt(n)
+    if space == "unit":
+        return max(mean - half, 0.0), min(mean + half, 1.0)
+    return mean - half, mean + half
 
 
 class Band(NamedTuple):
@@ -82,14 +120,24 @@ class Band(NamedTuple):
     n: np.ndarray
 
 
-def mean_band(curves: np.ndarray) -> Band:
+def mean_band(curves: np.ndarray, space: Space = "linear") -> Band:
     """Column-wise mean ± 95% t-interval of the mean of ``curves`` (N, S), ignoring NaN.
 
-    Columns with one finite value get that value as mean and NaN bounds; none gives NaN.
+    Columns with one finite value get that value as mean and NaN bounds; none gives NaN. The band
+    is valid in ``space``: ``log`` (losses), the band of the log values mapped back: the mean is
+    the geometric mean and the band stays above 0 (values <= 0 are left out); ``unit`` (perf),
+    clipped to [0, 1].
     """
     y = np.asarray(curves, dtype=np.float64)
     if y.ndim != 2:
         raise ValueError(f"mean_band expects (N, S) curves, got shape {y.shape}")
+    if space == "log":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            logs = mean_band(np.log(np.where(y > 0, y, np.nan)))
+        return Band(np.exp(logs.mean), np.exp(logs.low), np.exp(logs.high), logs.n)
+    if space == "unit":
+        band = mean_band(y)
+        return Band(band.mean, np.clip(band.low, 0.0, 1.0), np.clip(band.high, 0.0, 1.0), band.n)
     finite = np.isfinite(y)
     n = finite.sum(axis=0)
     filled = np.where(finite, y, 0.0)

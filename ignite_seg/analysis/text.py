@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -20,7 +21,7 @@ from ..storage.schemas import (
     MiscSteps,
 )
 from ._mpl import PERF_LABELS, fmt
-from .stats import Mode, Stats, describe
+from .stats import Mode, Stats, describe, space_of
 
 __all__ = ["SummaryInfo", "Problem", "TunerFiles", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
 
@@ -204,7 +205,7 @@ def summary_info(
     ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
     keys = ResultKeys.from_record(run)
     metrics = final_metrics(keys)
-    stats = {key: describe(np.asarray((results or {}).get(key, np.zeros(0)), dtype=np.float64), ids, mode)
+    stats = {key: describe(np.asarray((results or {}).get(key, np.zeros(0)), dtype=np.float64), ids, mode, space_of(key))
              for key, _label, mode in metrics}
     seconds = describe(np.asarray((results or {}).get("seconds", np.zeros(0)), dtype=np.float64), ids, "min")
     counts = {"completed": 0, "diverged": 0, "failed": 0}
@@ -218,11 +219,17 @@ def summary_info(
     counts["planned"] = len(planned)
     counts["unfinished"] = len(set(int(t) for t in planned) - {int(r["trial_id"]) for r in records})
     return SummaryInfo(
-        title=title, created=run.get("created"), state=str(run.get("state", "unknown")),
+        title=title, created=run.get("created"), state=_state_after_analysis(str(run.get("state", "unknown"))),
         versions=dict(run.get("versions", {})), accuracy_style=str(run.get("accuracy_style", "classification")),
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics,
     )
+
+
+def _state_after_analysis(state: str) -> str:
+    """The run's state once this analysis is written: ``collated`` means train() is analysing it
+    now and marks it ``complete`` next (whatever the analysis does), so the report says so."""
+    return "complete" if state == "collated" else state
 
 
 def _metric_label(key: str, label: str, style: str) -> str:
@@ -270,6 +277,33 @@ def _short(v: Any) -> str:
     return str(v)
 
 
+def decision_lines(info: SummaryInfo) -> list[str]:
+    """The run's outcome in a few bullets: LR range, batch size, schedule, final perf, failures."""
+    hp, c = info.final_hp, info.counts
+    out = []
+    if "lr_start" in hp and "lr_end" in hp:
+        out.append(f"- **learning rate**: cycles between {_short(hp['lr_start'])} and {_short(hp['lr_end'])} ({info.hp_kind})")
+    if "batch_size" in hp:
+        why = [e for e in info.evidence.get("batch_size", ()) if e.startswith(("chosen", "given"))]
+        why = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in why]
+        out.append(f"- **batch size**: {hp['batch_size']}" + (f" — {why[0]}" if why else ""))
+    if "epochs" in hp:
+        cyc = hp.get("cycle_size_epochs")
+        out.append(f"- **schedule**: {hp['epochs']} epochs" + (f", triangular cycles of {_short(cyc)} epochs" if cyc else ""))
+    s = info.stats["final_perf_val"]
+    label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"
+    if s.n > 1:
+        out.append(f"- **{label}**: mean {fmt(s.mean, 4)}, 95% CI [{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}] "
+                   f"over {s.n} trials (best {fmt(s.best, 4)})")
+    elif s.n == 1:
+        out.append(f"- **{label}**: {fmt(s.mean, 4)} (one trial: no interval)")
+    bad = c.get("diverged", 0) + c.get("failed", 0) + c.get("unfinished", 0)
+    out.append(f"- **failures**: {c.get('diverged', 0)} diverged, {c.get('failed', 0)} failed"
+               + (f", {c['unfinished']} unfinished" if c.get("unfinished") else "")
+               + (" (see below)" if bad else ""))
+    return out
+
+
 def render_markdown(info: SummaryInfo) -> str:
     """``summary.md``: a page a person reads first."""
     c = info.counts
@@ -289,6 +323,7 @@ def render_markdown(info: SummaryInfo) -> str:
                                                          " is better)" for m in info.keys.metric_names))
     if info.versions:
         lines.append("- versions: " + ", ".join(f"{k} {v}" for k, v in info.versions.items()))
+    lines += ["", "## Decisions", "", *decision_lines(info)]
     lines += ["", "## Chosen hyperparameters", "", "| hyperparameter | value | evidence |", "|---|---|---|"]
     keys = [k for k in HP_ORDER if k in info.final_hp] + [k for k in info.final_hp if k not in HP_ORDER]
     for k in keys:
@@ -308,6 +343,7 @@ def render_markdown(info: SummaryInfo) -> str:
             lines.append(f"| {_metric_label(key, label, info.accuracy_style)} | {s.n} | {fmt(s.mean, 4)} | "
                          f"{fmt(s.std, 3)} | {ci} | {fmt(s.best, 4)} ({s.best_trial}) | "
                          f"{fmt(s.worst, 4)} ({s.worst_trial}) |")
+        lines += ["", "Intervals: the losses' are computed on log values (never <= 0), the perf's clipped to [0, 1]."]
         s = info.seconds
         if s.n:
             lines += ["", f"Training time per trial: mean {fmt(s.mean)} s, fastest {fmt(s.best)} s, "

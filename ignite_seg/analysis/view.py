@@ -22,8 +22,11 @@ from ..storage.schemas import (
     MISC_JSON,
     SAMPLED_NPZ,
     BatchSampledFile,
+    BatchSizeStep,
     BatchSweepFile,
     LRSweepFile,
+    MiscFile,
+    Rung,
     read_final,
 )
 from .batch import BatchInfo, batch_info
@@ -107,8 +110,15 @@ def lr_of(folder: str) -> LRSweepInfo | None:
 
 def batch_of(folder: str) -> BatchInfo | None:
     final = _final(folder)
+    by, tie = "loss", ""
+    misc = read_json_or_none(_rf(folder).hparams / MISC_JSON)
+    step = MiscFile.from_json(misc).steps.batch_size if isinstance(misc, dict) else None
+    if isinstance(step, BatchSizeStep) and step.rungs:
+        last = step.rungs[-1]
+        if isinstance(last, Rung):
+            by, tie = last.ranked_by or by, last.tie or ""
     return batch_info(_hp_npz(folder, BatchSweepFile, BS_NPZ), _hp_npz(folder, BatchSampledFile, SAMPLED_NPZ),
-                      float(final.batch_size) if final is not None else np.nan)
+                      float(final.batch_size) if final is not None else np.nan, by, tie)
 
 
 def schedule_of(folder: str) -> ScheduleInfo | None:
@@ -174,7 +184,7 @@ def pca_of(folder: str) -> PCAInfo | None:
     if p is None:
         return None
     arrays = _npz(str(p))
-    return pca_info(arrays) if arrays else None
+    return pca_info(arrays, trial=int(p.parent.name)) if arrays else None
 
 
 def run_title(path: Path) -> str:

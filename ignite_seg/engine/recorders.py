@@ -149,6 +149,7 @@ class HiddenRecorder:
             "epochs": np.asarray(self.epochs, dtype=np.float64),
             "targets": self.targets,
             "layer_names": np.asarray(kept),
+            "layer_types": np.asarray([type(dict(self.layers)[n]).__name__ for n in kept]),  # for the analysis
         }
         for k, name in enumerate(kept):
             out[f"layer_{k}"] = np.stack(self.values[name])

@@ -44,7 +44,7 @@ def test_cli_video_draft_end_to_end(tiny_run: Path):
     a = tiny_run / "analysis"
     expected = {"summary.md", "summary.json", "index.html", "throughtime.png", "final_perf.png", "lr_sweep.png",
                 "batch_size.png", "lr_schedule.png", "final_train_vs_val.png", "hidden_pca.png", "throughtime.mp4",
-                "throughtime.gif", "lr_sweep.mp4", "lr_sweep.gif", "video.mp4"}
+                "throughtime.gif", "lr_sweep.mp4", "lr_sweep.gif", "video.mp4", "video.poster.png"}
     assert expected <= {p.name for p in a.iterdir()}
     assert not [p.name for p in a.iterdir() if p.name.endswith(".tmp")]
 
@@ -52,7 +52,8 @@ def test_cli_video_draft_end_to_end(tiny_run: Path):
 
     settings = resolve_analysis("video-draft")
     plan = scenes.scene_plan(str(tiny_run), settings.fps)
-    assert [s.name for s in plan] == ["title", "lr_sweep", "batch_size", "schedule", "training", "final", "hidden"]
+    assert [s.name for s in plan] == ["title", "lr_sweep", "batch_size", "schedule", "training", "final", "hidden",
+                                    "closing"]  # the closing card states the result
     reader = imageio.get_reader(a / "video.mp4", "ffmpeg")
     assert reader.count_frames() == sum(s.frames for s in plan)
     assert reader.get_meta_data()["size"] == (640, 360) and reader.get_meta_data()["fps"] == settings.fps
@@ -77,6 +78,9 @@ def test_cli_video_draft_end_to_end(tiny_run: Path):
     assert "video.mp4" in links and "lr_sweep.png" in links and "hidden_pca.png" in links
     for link in links:
         assert not link.startswith(("/", "http")), link
+        if link.startswith("#"):  # the navigation bar: an in-page anchor of a figure
+            assert f'id="{link[1:]}"' in html, link
+            continue
         assert (a / link).resolve().is_file(), link
     summary = json.loads((a / "summary.json").read_text())
     assert summary["trials"]["counts"]["completed"] == 3

@@ -10,7 +10,7 @@ from ignite_seg.analysis.batch import BatchInfo, batch_info
 from ignite_seg.analysis.curves import CurveSet, FinalInfo, ThroughTimeInfo, final_info, throughtime_info
 from ignite_seg.analysis.hidden import pca_at, pca_info
 from ignite_seg.analysis.lr import LRSweepInfo, ScheduleInfo, lr_sweep_info, schedule_info
-from ignite_seg.analysis.stats import describe, mean_band
+from ignite_seg.analysis.stats import describe, mean_band, space_of
 
 
 def eq(a, b):
@@ -94,9 +94,11 @@ def test_throughtime_info_by_equality():
     for i, k in enumerate(("losses_train", "losses_val", "perfs_train", "perfs_val")):
         tt[k] = np.arange(6, dtype=float).reshape(2, 3) + i
     info = throughtime_info(tt, "classification")
-    cs = [CurveSet(tt[k], mean_band(tt[k])) for k in ("losses_train", "losses_val", "perfs_train", "perfs_val")]
+    # losses: bands in log space (geometric mean), perf: clipped to [0, 1]
+    cs = [CurveSet(tt[k], mean_band(tt[k], space_of(k))) for k in ("losses_train", "losses_val", "perfs_train", "perfs_val")]
     eq(info, ThroughTimeInfo(tt["epochs"], np.array([0, 2]), *cs, "accuracy"))
-    np.testing.assert_equal(info.loss_train.band.mean, [1.5, 2.5, 3.5])
+    np.testing.assert_allclose(info.loss_val.band.mean, [2.0, np.sqrt(10), np.sqrt(18)])
+    np.testing.assert_equal(info.perf_val.band.mean, [4.5, 5.5, 6.5])  # the mean itself is not clipped
     assert throughtime_info({"epochs": np.zeros(0), "trial_ids": np.zeros(0)}) is None
 
 
@@ -104,8 +106,8 @@ def test_final_info_direction_from_metric():
     res = {"trial_ids": np.array([0, 1, 2]), "final_perf_val": np.array([0.8, 0.9, 0.7]),
            "final_loss_val": np.array([0.3, 0.2, 0.4])}
     perf = final_info(res, "final_perf_val", "final val accuracy", n_failed=1)
-    eq(perf, FinalInfo(res["trial_ids"], res["final_perf_val"], describe(res["final_perf_val"], res["trial_ids"], "max"),
-                       "final val accuracy", 1, 0))
+    eq(perf, FinalInfo(res["trial_ids"], res["final_perf_val"], describe(res["final_perf_val"], res["trial_ids"], "max", "unit"),
+                       "final val accuracy", 1, 0, "unit"))
     assert perf.stats.best_trial == 1
     assert final_info(res, "final_loss_val", "val loss").stats.best_trial == 1  # lowest loss
     assert final_info({"trial_ids": np.zeros(0)}) is None

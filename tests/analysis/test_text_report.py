@@ -37,7 +37,9 @@ def _info(**kw):
 
 def test_summary_info_statistics_and_problems():
     info = _info()
-    assert info.stats["final_perf_val"] == describe(RESULTS["final_perf_val"], RESULTS["trial_ids"], "max")
+    # perf's interval is clipped to [0, 1] (0.9 ± 0.25 would end at 1.15)
+    assert info.stats["final_perf_val"] == describe(RESULTS["final_perf_val"], RESULTS["trial_ids"], "max", "unit")
+    assert info.stats["final_perf_val"].ci_high == 1.0
     assert info.stats["final_loss_val"].best_trial == 1 and info.stats["final_perf_val"].best_trial == 3
     assert info.counts == {"completed": 3, "diverged": 1, "failed": 1, "planned": 5, "unfinished": 0}
     assert info.problems == (Problem(2, "failed", "RuntimeError: boom in training"),
@@ -82,7 +84,7 @@ def test_markdown_has_every_section_and_number():
                    "- **batch**:", "  - **chosen**: 64", "1 diverged, 1 failed"):
         assert needle in md, needle
     half = 4.303 * 0.1 / math.sqrt(3)
-    assert f"[{0.9 - half:.4g}, {0.9 + half:.4g}]" in md
+    assert f"[{0.9 - half:.4g}, 1]" in md  # clipped to the range of a perf
 
 
 def test_summary_json_is_strict_json_with_nulls():
