@@ -187,6 +187,19 @@ def _closing(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     return _static(fig, draw)
 
 
+def _shared_sweep_legend(fig: Figure | SubFigure, axes: Any) -> None:
+    """One legend under both panels (two side by side ran into each other and off the frame's
+    edges): the loss panel's entries, with the perf panel's mean beside the loss mean."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    for h, label in zip(*axes[1].get_legend_handles_labels()):
+        if label.startswith("repeats: mean") and label in labels:
+            i = labels.index(label)
+            labels[i] = f"loss: {label}"
+            handles.insert(i + 1, h)
+            labels.insert(i + 1, f"perf: {label}")
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=LEGEND, frameon=False)
+
+
 def _lr_sweep(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     info = view.lr_of(folder)
     assert info is not None
@@ -196,7 +209,7 @@ def _lr_sweep(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
         reveal.add(ax, _new_artists(ax, partial(draw_lr_sweep_panel, ax, info, which, marks=False)))
         marks += _new_artists(ax, partial(mark_range_and_divergence, ax, info, legend=True))
         ax.set_title(f"{which} vs learning rate", fontsize=10)
-        ax.legend(fontsize=LEGEND, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, frameon=False)
+    _shared_sweep_legend(fig, axes)
     log_lrs = np.log(info.lrs)
 
     def update(k: int) -> None:
