@@ -93,7 +93,8 @@ def train(
 
     Args:
         model_loader: recipe of the model, ``(module, attrname, args, kwargs)`` or a picklable callable.
-        dataset_loader: recipe returning ``(train_set, val_set)``.
+        dataset_loader: recipe returning ``(train_set, val_set)`` or an :class:`ignite_seg.Data` record
+            (named validation sets, ``collate_fn``, ``prepare_batch``, ``cache``, ``num_workers``).
         loss_loader: recipe of the loss, e.g. ``("torch.nn", "CrossEntropyLoss", (), {})``.
         folder: output folder of its own (see docs/usage.md for the layout and the folder rules).
             An existing run folder is archived (``is_continuation=False``) or continued; any
