@@ -180,3 +180,14 @@ def test_no_upward_imports_between_the_layers():
                 upward.append(f"{mod} -> {dep}")
     assert not unplaced, f"modules in no layer (add them to LAYERS and docs/architecture.md): {unplaced}"
     assert not upward, f"imports that do not go down the layers: {upward}"
+
+
+def test_importing_the_package_imports_neither_torch_nor_matplotlib():
+    """``import ignite_seg`` stays cheap (the docstring's promise): torch comes with the first train()."""
+    import subprocess
+    import sys
+
+    code = "import sys, ignite_seg; print(sorted(m for m in ('torch', 'matplotlib', 'ignite') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -1,10 +1,8 @@
 """Argument checks shared by the settings records and the entry points: each names the argument,
-shows the value and says the fix."""
+shows the value and says the fix. Importing this module imports no torch."""
 from __future__ import annotations
 
 from typing import Any
-
-import torch
 
 from ..exceptions import ConfigError, ConfigTypeError
 
@@ -59,6 +57,7 @@ def check_trials(value: Any, is_continuation: bool, strict: bool = False) -> int
 
 
 def check_device(value: Any) -> str:
+    import torch  # here, not at the top: ``import ignite_seg`` stays free of torch
     if not isinstance(value, str):
         raise ConfigTypeError(f'device must be "auto", "cpu", "cuda" or "cuda:N", got {value!r}.')
     if value == "auto":
