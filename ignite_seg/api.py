@@ -6,13 +6,13 @@ import logging
 import os
 import warnings
 from concurrent.futures import Executor
-from typing import Any, Callable, Iterator, Literal, Mapping
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from .analysis.settings import AnalysisSettings, resolve_analysis
-from .config.checks import check_bool, check_choice, check_device, check_int, check_trials
+from .config.checks import check_best, check_bool, check_choice, check_device, check_int, check_trials
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
 from .config.specs import LoaderSpec, normalize_spec, refers_to_main
 from .engine.probe import probe_recipe
@@ -23,6 +23,7 @@ from .run_plan import (
     TrainResult,
     TrialSummary,
     check_continuation,
+    check_handlers,
     check_metrics,
     check_same_metrics,
     plan_trials,
@@ -86,6 +87,9 @@ def train(
     trial_timeout: float | None = None,
     metrics: Mapping[str, LoaderLike] | None = None,
     metric_modes: Mapping[str, Literal["min", "max"]] | None = None,
+    best_metric: str | None = None,
+    best_mode: Literal["min", "max"] | None = None,
+    handlers: Sequence[LoaderLike] | None = None,
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
 
@@ -128,6 +132,12 @@ def train(
             ``metric_<name>_val_<set>``; see docs/usage.md).
         metric_modes: the direction of each custom metric, ``"max"`` or ``"min"`` (required for
             every one: which trial is "best" is never guessed).
+        best_metric: keep each trial's weights at the through-time snapshot where this metric
+            (``"loss"``, ``"perf"`` or a custom metric's name) on the primary validation set's
+            snapshot subset is best, in ``trials/<i>/model_best.pt`` (docs/usage.md "Best checkpoint").
+        best_mode: ``"min"`` or ``"max"``: the direction of ``best_metric`` (both or neither).
+        handlers: loader specs, each building a callable ``attach(trainer, context)`` called in the
+            worker after ignite_seg's own handlers (docs/usage.md "User handlers").
 
     Example:
         >>> import ignite_seg  # doctest: +SKIP
@@ -143,7 +153,7 @@ def train(
         recipe=(hyperparameters, analysis, allow_later_analysis_up_to, accuracy_style),
         plan=(trials, trials_strict, is_continuation, seed, snapshots_per_epoch),
         compute=(cores, executor, device, trial_timeout),
-        custom=(metrics, metric_modes),
+        custom=(metrics, metric_modes, best_metric, best_mode, handlers),
     )
     return run_validated(cfg, "train")
 
@@ -178,7 +188,7 @@ def validate(
     recipe: tuple[Any, Any, Any, Any],
     plan: tuple[Any, Any, Any, Any, Any],
     compute: tuple[Any, Any, Any, Any],
-    custom: tuple[Any, Any],
+    custom: tuple[Any, ...],
 ) -> RunConfig:
     """Check every argument of :func:`train` (in this process, writing nothing) into a :class:`RunConfig`."""
     hyperparameters, analysis, later, accuracy_style = recipe
@@ -187,7 +197,10 @@ def validate(
     specs = {
         name: normalize_spec(value, f"{name}_loader") for name, value in zip(("model", "dataset", "loss"), loaders)
     }
-    metric_specs, metric_modes = check_metrics(*custom)
+    metrics, modes, best_metric, best_mode, handlers = (*custom, None, None, None)[:5]  # tune() passes two
+    metric_specs, metric_modes = check_metrics(metrics, modes)
+    best_metric, best_mode = check_best(best_metric, best_mode, tuple(metric_specs))
+    handler_specs = check_handlers(handlers)
     analysis_settings = resolve_analysis(analysis)
     collect = resolve_analysis(later, "allow_later_analysis_up_to")
     check_choice("accuracy_style", accuracy_style, ACCURACY_STYLES)
@@ -211,7 +224,8 @@ def validate(
         device=check_device(device), seed=check_int("seed", seed, 0, optional=True),
         snapshots_per_epoch=check_int("snapshots_per_epoch", snapshots_per_epoch, 1),  # type: ignore[arg-type]
         trial_timeout=check_timeout("trial_timeout", trial_timeout),
-        metric_specs=metric_specs, metric_modes=metric_modes,
+        metric_specs=metric_specs, metric_modes=metric_modes, best_metric=best_metric, best_mode=best_mode,
+        handler_specs=handler_specs,
     )
 
 
@@ -277,8 +291,8 @@ def _run_trials(
             trial_id=t, model=cfg.specs["model"], dataset=cfg.specs["dataset"], loss=cfg.specs["loss"], hparams=hp,
             accuracy_style=cfg.accuracy_style, seed=trial_seed(cfg.seed, t), device=cfg.device,
             snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
-            metrics=cfg.metric_specs,
-            threads=runner.task_threads,
+            metrics=cfg.metric_specs, best_metric=cfg.best_metric, best_mode=cfg.best_mode,  # type: ignore[arg-type]
+            handlers=cfg.handler_specs, threads=runner.task_threads,
         )
         for t in todo
     ]
@@ -361,6 +375,7 @@ def load_model(
     model: Any = None,
     trust_recipe: bool = False,
     initial: bool = False,
+    best: bool = False,
 ) -> Any:
     """Load trial ``trial``'s weights (``weights_only``) into a model; never runs code from the folder by itself.
 
@@ -373,6 +388,8 @@ def load_model(
             folder's run.json. This unpickles, imports and calls what the folder says, which can
             run any code: only for folders you trust (ones you wrote yourself).
         initial: load the weights before training (``model_init.pt``) instead of after.
+        best: load the best checkpoint (``model_best.pt``, a run with ``best_metric``) instead of
+            the final weights.
 
     Raises:
         ConfigError: neither ``model`` nor ``trust_recipe=True`` was given.
@@ -385,9 +402,11 @@ def load_model(
     import torch
 
     check_bool("trust_recipe", trust_recipe)
+    if check_bool("initial", initial) and check_bool("best", best):
+        raise ConfigError("load_model: initial=True and best=True ask for two different weights; pass one of them.")
     rf = RunFolder(folder)
     info = rf.read_run()
-    path = rf.trial(trial) / ("model_init.pt" if initial else "model.pt")
+    path = rf.trial(trial) / ("model_init.pt" if initial else "model_best.pt" if best else "model.pt")
     if not path.is_file():
         raise FolderError(
             f"trial {trial} of {str(rf.path)!r} has no {path.name}; trials with weights: "

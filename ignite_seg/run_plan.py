@@ -21,7 +21,7 @@ import numpy as np
 from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
-from .config.specs import LoaderSpec, normalize_spec
+from .config.specs import DESCRIBE_MAX, LoaderSpec, normalize_spec
 from .engine.scoring import AccuracyStyle
 from .exceptions import ConfigError, ConfigTypeError, FolderError
 from .storage.atomic import read_json
@@ -30,7 +30,7 @@ from .storage.run_folder import RUN_STATES, RunFolder, RunState, check_replaceab
 
 __all__ = [
     "RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials", "TrainResult",
-    "TrialSummary", "train_result", "check_metrics", "check_same_metrics",
+    "TrialSummary", "train_result", "check_metrics", "check_same_metrics", "check_handlers",
 ]
 
 logger = logging.getLogger("ignite_seg")
@@ -57,6 +57,11 @@ class RunConfig:
     trial_timeout: float | None = None
     metric_specs: Mapping[str, LoaderSpec] = field(default_factory=dict)
     metric_modes: Mapping[str, str] = field(default_factory=dict)
+    #: the best checkpoint's metric and direction (both or neither)
+    best_metric: str | None = None
+    best_mode: str | None = None
+    #: user handlers' specs, built and attached in the workers
+    handler_specs: tuple[LoaderSpec, ...] = ()
 
 
 def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
@@ -173,6 +178,8 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
     )
     keys = {"val_names": list(val_names), "metric_names": list(cfg.metric_specs), "metric_modes": dict(cfg.metric_modes)}
     info.update(ResultKeys.from_record(keys).to_record())
+    info.update(best_metric=cfg.best_metric, best_mode=cfg.best_mode,
+                handlers=[spec.describe(DESCRIBE_MAX) for spec in cfg.handler_specs])
     if previous is not None and previous.get("state") == "complete":
         info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
     info["state"] = state("running")
@@ -209,6 +216,34 @@ def check_same_metrics(cfg: RunConfig, previous: Mapping[str, Any] | None) -> No
             f"is_continuation=True: metrics={sorted(cfg.metric_specs)} but the folder's trials recorded {old}; "
             "trials of one run are collated together. Pass the same metrics, or start a new run."
         )
+    old_best = ((previous or {}).get("best_metric"), (previous or {}).get("best_mode"))
+    if previous is not None and old_best != (cfg.best_metric, cfg.best_mode):
+        raise ConfigError(
+            f"is_continuation=True: best_metric={cfg.best_metric!r}, best_mode={cfg.best_mode!r} but the folder's "
+            f"trials kept the best by {old_best[0]!r}, {old_best[1]!r}; pass the same, or start a new run."
+        )
+
+
+def check_handlers(handlers: Any) -> tuple[LoaderSpec, ...]:
+    """The user handlers' specs: a list of loader specs, each importable here and building a callable."""
+    if handlers is None:
+        return ()
+    if not isinstance(handlers, (list, tuple)) or _is_one_spec(handlers):
+        raise ConfigTypeError(f"handlers must be a list of loader specs, got {handlers!r}; wrap one spec in a "
+                              "list: handlers=[('mymodule', 'my_handler', (), {})].")
+    specs = tuple(normalize_spec(h, f"handlers[{k}]") for k, h in enumerate(handlers))
+    for k, spec in enumerate(specs):
+        try:
+            spec.resolve()
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"handlers[{k}]={spec.describe(120)} cannot be imported here ({exc}); a handler "
+                              "spec names a function that returns attach(trainer, context).") from None
+    return specs
+
+
+def _is_one_spec(value: Any) -> bool:
+    """A single ``(module, attr, args, kwargs)`` tuple passed where a list of them is expected."""
+    return len(value) == 4 and isinstance(value[0], str) and isinstance(value[1], str)
 
 
 def check_metrics(metrics: Any, modes: Any) -> tuple[dict[str, LoaderSpec], dict[str, str]]:

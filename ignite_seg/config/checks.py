@@ -6,7 +6,7 @@ from typing import Any
 
 from ..exceptions import ConfigError, ConfigTypeError
 
-__all__ = ["check_int", "check_choice", "check_bool", "check_trials", "check_device"]
+__all__ = ["check_int", "check_choice", "check_bool", "check_trials", "check_device", "check_best"]
 
 
 def check_int(name: str, value: Any, minimum: int, optional: bool = False) -> int | None:
@@ -71,3 +71,27 @@ def check_device(value: Any) -> str:
     if dev.type not in ("cpu", "cuda"):
         raise ConfigError(f'device={value!r}: only "cpu" and "cuda" devices are supported.')
     return value
+
+
+def check_best(metric: Any, mode: Any, metric_names: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """``(best_metric, best_mode)``: both ``None``, or a known metric with ``"min"`` or ``"max"``.
+
+    Raises:
+        ConfigTypeError: ``best_metric`` is not a string.
+        ConfigError: only one of the two is given, the metric is unknown, or the mode is not min/max.
+    """
+    if metric is None and mode is None:
+        return None, None
+    known = ["loss", "perf", *metric_names]
+    if metric is None:
+        raise ConfigError(f"best_mode={mode!r} without best_metric: pass best_metric= one of {known} too, "
+                          "or neither (no best checkpoint).")
+    if not isinstance(metric, str):
+        raise ConfigTypeError(f"best_metric must be a metric name (str), one of {known}; got {metric!r}.")
+    if metric not in known:
+        raise ConfigError(f"best_metric={metric!r} is not a metric of this run; use one of {known} "
+                          "(custom metrics are those in metrics=).")
+    if mode not in ("min", "max"):
+        raise ConfigError(f"best_mode={mode!r} with best_metric={metric!r}: pass best_mode='min' (lower is better) "
+                          "or 'max' (higher is better); the direction is never guessed, not even for 'loss'.")
+    return metric, mode

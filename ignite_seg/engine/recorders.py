@@ -11,12 +11,15 @@ from typing import Any, Mapping
 
 import numpy as np
 import torch
-from ignite.engine import Engine, Events
+from ignite.engine import Engine, EventEnum, Events
 
 from .handlers import CurveRecorder
 from .scoring import Scorer
 
-__all__ = ["curve_key", "final_key", "part_names", "snapshot_iterations", "ThroughTimeRecorder", "HiddenRecorder"]
+__all__ = [
+    "curve_key", "final_key", "part_names", "snapshot_iterations", "SnapshotEvents", "ThroughTimeRecorder",
+    "HiddenRecorder",
+]
 
 #: Hidden layers recorded at most (the last ones before the output).
 HIDDEN_LAYERS = 3
@@ -80,6 +83,8 @@ class ThroughTimeRecorder(CurveRecorder):
         self._when = set(snapshot_iterations(iters_per_epoch, epochs, per_epoch))
 
     def attach(self, engine: Engine) -> None:
+        if not engine.has_registered_events(SnapshotEvents.SNAPSHOT_COMPLETED):
+            engine.register_events(*SnapshotEvents)
         if not engine.has_event_handler(self.snapshot, Events.STARTED):
             engine.add_event_handler(Events.STARTED, self.snapshot)
             engine.add_event_handler(
@@ -92,6 +97,20 @@ class ThroughTimeRecorder(CurveRecorder):
             for metric, value in self.scorer.measure(self.model, batches).items():
                 values[curve_key(metric, part)] = value
         self.append(**values)
+        if engine.has_registered_events(SnapshotEvents.SNAPSHOT_COMPLETED):
+            engine.fire_event(SnapshotEvents.SNAPSHOT_COMPLETED)
+
+    def latest(self) -> dict[str, float]:
+        """The last snapshot's values by key (``epochs`` and every :func:`curve_key`); empty before one."""
+        return {k: v[-1] for k, v in self.records.items() if v}
+
+
+class SnapshotEvents(EventEnum):
+    """Fired on the trainer by :class:`ThroughTimeRecorder` once a snapshot's values are recorded
+    (:meth:`ThroughTimeRecorder.latest` holds them): the best checkpoint and the user handlers'
+    evaluator run on it."""
+
+    SNAPSHOT_COMPLETED = "snapshot_completed"
 
 
 def _hidden_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:

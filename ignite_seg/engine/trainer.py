@@ -12,7 +12,10 @@ Each training feature is a handler with an ``attach()`` that is safe to call twi
   fixed subsets of the training set and of every validation set ``snapshots_per_epoch`` times per
   epoch;
 * :class:`~ignite_seg.engine.recorders.HiddenRecorder` keeps hidden representations of a sample (for the
-  analysis video).
+  analysis video);
+* :class:`~ignite_seg.engine.best.BestCheckpoint` (``best_metric``) keeps the weights of the best snapshot;
+* then the user's handlers (:mod:`~ignite_seg.engine.user_handlers`); one that terminates the trainer
+  ends the trial early (status ``completed``, ``stopped_epoch`` set).
 
 Batches come from :mod:`ignite_seg.engine.batching` (the tensor fast path or a seeded ``DataLoader``)
 and go through the recipe's ``prepare_batch``; every measurement is a :class:`~ignite_seg.engine.scoring.Scorer`.
@@ -26,9 +29,11 @@ import io
 import math
 import os
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
 import numpy as np
@@ -37,12 +42,15 @@ from ignite.engine import Engine, Events
 
 from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
+from ..storage.result_keys import BestRecord, Mode
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
+from .best import BestCheckpoint, attach_best
 from .ema import attach_ema
 from .handlers import DivergenceStop
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
 from .schedules import build_scheduler
 from .scoring import AccuracyStyle, Scorer
+from .user_handlers import HandlerContext, SnapshotEvaluator, attach_user_handlers, collect_output
 
 __all__ = [
     "TrialTask",
@@ -86,6 +94,11 @@ class TrialTask:
     threads: int | None = None
     #: custom ignite ``Metric``s by name, built in the worker
     metrics: Mapping[str, LoaderSpec] = field(default_factory=dict)
+    #: keep the weights of the snapshot where this metric (``loss``, ``perf`` or a custom one) is best
+    best_metric: str | None = None
+    best_mode: Mode | None = None
+    #: user handlers: specs that build ``attach(trainer, context)``, attached after ours
+    handlers: tuple[LoaderSpec, ...] = ()
 
 
 @dataclass
@@ -111,6 +124,13 @@ class TrialOutcome:
     val_names: tuple[str, ...] = ()
     #: the custom metrics' names (recorded as ``metric_<name>_<part>``)
     metric_names: tuple[str, ...] = ()
+    #: the best snapshot's weights and where they were taken (``best_metric``), else empty / ``None``
+    model_best: bytes = b""
+    best: BestRecord | None = None
+    #: the fractional epoch a user handler stopped the trial at; ``None`` when it ran to the end
+    stopped_epoch: float | None = None
+    #: the user handlers' files (``context.output_dir``) by relative path, for ``trials/<i>/``
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -235,7 +255,8 @@ def run_trial(task: TrialTask) -> TrialOutcome:
     outcome = TrialOutcome(task.trial_id, "failed", 0.0, started, os.getpid())
     try:
         set_threads(task.threads)
-        _train(task, outcome)
+        with tempfile.TemporaryDirectory(prefix=f"ignite_seg_trial{task.trial_id}_") as output_dir:
+            _train(task, outcome, Path(output_dir))
     except (Exception, SystemExit, KeyboardInterrupt):  # the user's code may raise these too
         outcome.status = "failed"
         outcome.error = traceback.format_exc()
@@ -298,7 +319,21 @@ def _final_metrics(
     return out
 
 
-def _train(task: TrialTask, outcome: TrialOutcome) -> None:
+def _attach_extras(
+    task: TrialTask, engine: Engine, recorder: ThroughTimeRecorder,
+    live: tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer], output_dir: Path,
+) -> BestCheckpoint | None:
+    """The best checkpoint (``best_metric``), then the user's handlers: after ignite_seg's own handlers."""
+    model, eval_model, optimizer = live
+    best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode)
+    if task.handlers:
+        evaluator = SnapshotEvaluator(recorder).attach(engine)
+        context = HandlerContext(model, eval_model, optimizer, evaluator, task.trial_id, output_dir)
+        attach_user_handlers(task.handlers, engine, context)
+    return best
+
+
+def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path) -> None:
     hp = task.hparams
     torch.manual_seed(task.seed)
     rng = np.random.default_rng(task.seed)
@@ -330,6 +365,7 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
         sample = sources.val["val"].take(val_indices[:HIDDEN_POINTS])  # the first fixed val points
         hidden = HiddenRecorder(eval_model, recipe.prepare_batch(sample, device, False))
         hidden.attach(engine)
+    best = _attach_extras(task, engine, recorder, (model, eval_model, optimizer), output_dir)
 
     engine.run(batches, max_epochs=hp.epochs)
 
@@ -337,6 +373,9 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     outcome.hidden = hidden.arrays() if hidden is not None else {}
     outcome.model = state_dict_bytes(eval_model)
     outcome.model_raw = state_dict_bytes(model) if eval_model is not model else b""
+    if best is not None:
+        outcome.model_best, outcome.best = best.saver.blob, best.record()
+    outcome.files = collect_output(output_dir)
     if guard.diverged_at is not None:
         outcome.status = "diverged"
         outcome.diverged_iteration = guard.diverged_at
@@ -348,3 +387,5 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
         outcome.error = "final loss or perf is not finite"
         return
     outcome.status = "completed"
+    if engine.state.iteration < iters_per_epoch * hp.epochs:  # a user handler terminated the trainer
+        outcome.stopped_epoch = engine.state.iteration / iters_per_epoch

@@ -9,6 +9,11 @@ custom metric ``<m>`` on the same splits. A *split* is named by its key suffix: 
     result.json                          loss_<split>    perf_<split>   metric_<m>_<split>
     results.npz                          final_ + the result.json name
 
+With ``train(best_metric=..., best_mode=...)`` every trial also records where its best checkpoint
+was taken (:class:`BestRecord`): ``result.json`` ``best_metric``, ``best_mode``, ``best_epoch``,
+``best_value``; ``results.npz`` ``best_epoch`` and ``best_value`` (:data:`BEST_KEYS`, one value
+per trial). A trial stopped early by a user handler records ``stopped_early`` (and ``stopped_epoch``).
+
 The names are recorded in ``run.json`` as ``val_names`` (primary first) and ``metric_names``;
 a folder without them (older runs, a plain ``(train, val)`` pair) reads as ``["val"]`` and ``[]``.
 """
@@ -18,7 +23,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, NamedTuple
 
-__all__ = ["ResultKeys", "KeyParts", "curve_keys", "final_keys", "is_curve_key", "is_final_key", "NAME"]
+__all__ = [
+    "ResultKeys", "KeyParts", "BestRecord", "BEST_KEYS", "TRIAL_FILES", "curve_keys", "final_keys", "is_curve_key", "is_final_key",
+    "NAME",
+]
 
 #: Names of validation sets and metrics: letters, digits and ``_``.
 NAME = re.compile(r"[A-Za-z0-9_]+\Z")
@@ -28,6 +36,37 @@ _FINAL = re.compile(rf"(?:(?:loss|perf)|metric_[A-Za-z0-9_]+?)_{_SPLIT}\Z")
 
 Kind = Literal["loss", "perf", "metric"]
 Mode = Literal["min", "max"]
+
+#: The files of a trial folder that ignite_seg writes (a user handler's output may not use these names).
+TRIAL_FILES = frozenset({"model.pt", "model_init.pt", "model_raw.pt", "model_best.pt", "result.json",
+                         "throughtime.npz", "hidden.npz", "error.txt", "checkpoint.pt"})
+#: The best checkpoint's keys in ``results.npz`` (``(T,)`` arrays, trials in id order).
+BEST_KEYS = ("best_epoch", "best_value")
+
+
+@dataclass(frozen=True)
+class BestRecord:
+    """Where a trial's best checkpoint (``model_best.pt``) was taken: the ``metric`` (``loss``,
+    ``perf`` or a custom metric's name) on the primary validation set's snapshot subset, its
+    direction ``mode``, the fractional ``epoch`` of the snapshot and the ``value`` measured there."""
+
+    metric: str
+    mode: Mode
+    epoch: float
+    value: float
+
+    def to_result(self) -> dict[str, Any]:
+        """The ``result.json`` fields."""
+        return {"best_metric": self.metric, "best_mode": self.mode, "best_epoch": self.epoch, "best_value": self.value}
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> BestRecord | None:
+        """From a ``result.json`` record; ``None`` for a trial without a best checkpoint."""
+        if "best_metric" not in result:
+            return None
+        value = result["best_value"]
+        return cls(str(result["best_metric"]), "min" if result["best_mode"] == "min" else "max",
+                   float(result["best_epoch"]), float("nan") if value is None else float(value))
 
 
 class KeyParts(NamedTuple):

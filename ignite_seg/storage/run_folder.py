@@ -29,6 +29,7 @@ import psutil
 
 from ..exceptions import ConfigTypeError, FolderError, FolderLockedError
 from .atomic import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
+from .result_keys import TRIAL_FILES
 
 __all__ = [
     "RunFolder", "archive_folder", "FolderLock", "LOCK_NAME", "resolve_folder_arg", "check_history_folder",
@@ -354,6 +355,10 @@ class RunFolder:
             atomic_write_bytes(d / "model.pt", outcome.model)
         if getattr(outcome, "model_raw", b""):  # outcomes of older workers have none
             atomic_write_bytes(d / "model_raw.pt", outcome.model_raw)
+        if getattr(outcome, "model_best", b""):
+            atomic_write_bytes(d / "model_best.pt", outcome.model_best)
+        for name, blob in getattr(outcome, "files", {}).items():  # the user handlers' output_dir
+            _write_user_file(d, name, blob)
         if outcome.throughtime:
             write_npz(d / "throughtime.npz", **outcome.throughtime)
         if outcome.hidden:
@@ -372,6 +377,11 @@ class RunFolder:
             result["peak_rss_mib"] = round(outcome.peak_rss_mib, 1)
         if outcome.diverged_iteration is not None:
             result["diverged_iteration"] = outcome.diverged_iteration
+        if getattr(outcome, "best", None) is not None:
+            result.update(outcome.best.to_result())
+        if outcome.status == "completed":  # the epoch a user handler stopped it at (null: ran to the end)
+            stopped = getattr(outcome, "stopped_epoch", None)
+            result.update(stopped_early=stopped is not None, stopped_epoch=stopped)
         if outcome.error:
             result["error"] = outcome.error.strip().splitlines()[-1][:500]
         write_json(d / "result.json", result)
@@ -421,6 +431,15 @@ class RunFolder:
     def read_throughtime(self, trial_id: int) -> dict[str, np.ndarray]:
         with np.load(self.trial(trial_id) / "throughtime.npz") as z:
             return {k: z[k] for k in z.files}
+
+
+def _write_user_file(trial: Path, name: str, blob: bytes) -> None:
+    """A user handler's file into the trial folder; a name leaving it, or one of ours, is skipped."""
+    if ".." in Path(name).parts or Path(name).is_absolute() or name in TRIAL_FILES:
+        logger.warning("not writing the handlers' file %r into %s: not a plain name of its own", name, trial)
+        return
+    (trial / name).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(trial / name, blob)
 
 
 def _readable_record(path: Path) -> bool:

@@ -1,0 +1,109 @@
+"""The best checkpoint: the weights of the through-time snapshot where a named metric was best.
+
+What is measured: at every through-time snapshot (before training and ``snapshots_per_epoch``
+times per epoch), the value :class:`~ignite_seg.engine.recorders.ThroughTimeRecorder` has just
+recorded for the metric on the primary validation set's fixed subset (the ``*_val`` curve of
+``throughtime.npz``), measured on the evaluated model (the EMA weights with ``ema_decay``). It
+costs no extra pass. The direction is explicit (``mode``), never guessed; on a tie the earlier
+snapshot is kept, as ``numpy.argmax`` / ``argmin`` of the curve picks it.
+
+Policy and writing are split as in ignite: the policy is ignite's ``Checkpoint`` (``n_saved=1``,
+the score ``+value`` for ``max`` and ``-value`` for ``min``); the writer, :class:`MemorySaver`,
+keeps the ``state_dict`` as bytes in memory. The worker writes no file: the bytes travel in the
+trial's outcome and the caller writes ``trials/<i>/model_best.pt``.
+"""
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Mapping
+
+import torch
+from ignite.engine import Engine
+from ignite.handlers import Checkpoint
+from ignite.handlers.checkpoint import BaseSaveHandler
+
+from ..storage.result_keys import BestRecord, Mode
+from .recorders import SnapshotEvents, ThroughTimeRecorder, curve_key
+
+__all__ = ["MemorySaver", "BestCheckpoint", "attach_best"]
+
+
+class MemorySaver(BaseSaveHandler):
+    """An ignite save handler that keeps the last checkpoint saved as ``torch.save`` bytes (on the CPU)."""
+
+    def __init__(self) -> None:
+        self.blob = b""
+        self.filename: str | None = None
+        self.saves = 0
+
+    def __call__(self, checkpoint: Mapping[str, Any], filename: str, metadata: Mapping[str, Any] | None = None) -> None:
+        state = {k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v for k, v in checkpoint.items()}
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        self.blob, self.filename = buf.getvalue(), filename
+        self.saves += 1
+
+    def remove(self, filename: str) -> None:
+        if filename == self.filename:
+            self.blob, self.filename = b"", None
+
+
+class BestCheckpoint:
+    """Keeps ``model``'s weights at the snapshot where ``metric`` on the primary validation set is best.
+
+    Example:
+        >>> best = BestCheckpoint(eval_model, recorder, "perf", "max")  # doctest: +SKIP
+        >>> best.attach(trainer); trainer.run(batches)  # doctest: +SKIP
+        >>> best.record().epoch, len(best.saver.blob) > 0  # doctest: +SKIP
+        (2.5, True)
+    """
+
+    def __init__(self, model: torch.nn.Module, recorder: ThroughTimeRecorder, metric: str, mode: Mode) -> None:
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode={mode!r}: pass 'min' or 'max' (the direction is never guessed)")
+        self.recorder, self.metric, self.mode = recorder, metric, mode
+        self.key = curve_key(metric, "val")
+        if self.key not in recorder.records:
+            raise ValueError(f"metric={metric!r} is not recorded; known: {sorted(recorder.records)}")
+        self.saver = MemorySaver()
+        self.checkpoint = Checkpoint({"model": model}, self.saver, filename_prefix="best",
+                                     score_function=self._score, score_name=metric, n_saved=1)
+        self.epoch: float | None = None
+        self.value: float | None = None
+
+    def _score(self, engine: Engine) -> float:
+        value = self.recorder.records[self.key][-1]
+        if not math.isfinite(value):
+            return -math.inf  # never preferred to a finite value
+        return value if self.mode == "max" else -value
+
+    def attach(self, engine: Engine) -> None:
+        """Attach after ``recorder`` (whose ``attach`` registers the snapshot event); safe to call twice."""
+        self.recorder.attach(engine)
+        if not engine.has_event_handler(self._on_snapshot, SnapshotEvents.SNAPSHOT_COMPLETED):
+            engine.add_event_handler(SnapshotEvents.SNAPSHOT_COMPLETED, self._on_snapshot)
+
+    def _on_snapshot(self, engine: Engine) -> None:
+        saves = self.saver.saves
+        self.checkpoint(engine)
+        if self.saver.saves != saves:
+            latest = self.recorder.latest()
+            self.epoch, self.value = latest["epochs"], latest[self.key]
+
+    def record(self) -> BestRecord | None:
+        """Where the kept checkpoint was taken; ``None`` before the first snapshot."""
+        if self.epoch is None or self.value is None:
+            return None
+        return BestRecord(self.metric, self.mode, self.epoch, self.value)
+
+
+def attach_best(
+    engine: Engine, model: torch.nn.Module, recorder: ThroughTimeRecorder, metric: str | None, mode: Mode | None
+) -> BestCheckpoint | None:
+    """A :class:`BestCheckpoint` of ``model`` attached to ``engine``; ``None`` (nothing attached) without ``metric``."""
+    if metric is None or mode is None:
+        return None
+    best = BestCheckpoint(model, recorder, metric, mode)
+    best.attach(engine)
+    return best
