@@ -1,0 +1,122 @@
+"""The best checkpoint by a named metric: the saved snapshot is the argmin/argmax of the recorded
+curve, the saved weights measure the recorded value, and the files and arguments say so."""
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+from handler_tasks import measure_loss
+from helpers import CE, FAST_HP
+from tasks import blobs, mlp
+
+import ignite_seg
+from ignite_seg.config.specs import normalize_spec
+from ignite_seg.engine.scoring import Scorer
+from ignite_seg.engine.trainer import TrialTask, run_trial
+from ignite_seg.exceptions import ConfigError, ConfigTypeError
+from ignite_seg.storage.collate import Collator
+from ignite_seg.storage.result_keys import BestRecord
+
+
+def _task(model, dataset, loss, hp=FAST_HP, **kw) -> TrialTask:
+    specs = [normalize_spec(s, n) for n, s in (("model", model), ("dataset", dataset), ("loss", loss))]
+    return TrialTask(0, *specs, hp, "classification", seed=3, device="cpu", **kw)
+
+
+BLOBS = (("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE)
+
+
+@pytest.mark.parametrize("metric,mode,curve", [("loss", "min", "losses_val"), ("loss", "max", "losses_val"),
+                                               ("perf", "max", "perfs_val")])
+def test_the_saved_snapshot_is_the_best_of_the_recorded_curve_and_its_weights_measure_it(metric, mode, curve):
+    hp = dataclasses.replace(FAST_HP, ema_decay=0.8)  # snapshots measure the EMA weights: so does the checkpoint
+    out = run_trial(_task(*BLOBS, hp, best_metric=metric, best_mode=mode, snapshots_per_epoch=4))
+    assert out.status == "completed", out.error
+    values, epochs = out.throughtime[curve], out.throughtime["epochs"]
+    k = int(np.argmin(values) if mode == "min" else np.argmax(values))
+    assert out.best == BestRecord(metric, mode, epochs[k], values[k])
+    model = mlp()
+    model.load_state_dict(torch.load(io.BytesIO(out.model_best), weights_only=True))
+    _, val = blobs()  # 48 points: the snapshot subset is the whole validation set
+    again = Scorer(torch.nn.CrossEntropyLoss(), "classification").measure(model, [tuple(val.tensors)])[metric]
+    assert again == pytest.approx(values[k], rel=1e-6)
+    if mode == "max" and metric == "loss":  # the worst loss is the untrained model's
+        assert k == 0 and out.model_best != out.model
+
+
+def test_a_custom_metric_picks_its_own_best_snapshot():
+    out = run_trial(_task(("real_tasks", "Tagger", (), {}), ("real_tasks", "tagging", (), {}),
+                          ("real_tasks", "tagging_loss", (), {}), metrics={"iou": normalize_spec(
+                              ("real_tasks", "class_iou", (), {}), "m")}, best_metric="iou", best_mode="max"))
+    assert out.status == "completed", out.error
+    iou = out.throughtime["metric_iou_val"]
+    k = int(np.argmax(iou))
+    assert out.best is not None and (out.best.epoch, out.best.value) == (out.throughtime["epochs"][k], iou[k])
+
+
+def test_without_best_metric_nothing_is_kept():
+    out = run_trial(_task(*BLOBS))
+    assert out.status == "completed" and out.model_best == b"" and out.best is None
+
+
+def test_train_writes_model_best_result_fields_and_results_keys(run_kwargs):
+    res = ignite_seg.train(*BLOBS, **run_kwargs, best_metric="loss", best_mode="min")
+    folder = res.folder
+    with np.load(folder / "results.npz") as r, np.load(folder / "throughtimes.npz") as tt:
+        assert r["best_value"].shape == r["best_epoch"].shape == (2,)
+        for row, tid in enumerate(r["trial_ids"]):
+            result = json.loads((folder / "trials" / str(tid) / "result.json").read_text())
+            k = int(np.argmin(tt["losses_val"][row]))
+            assert result["best_metric"] == "loss" and result["best_mode"] == "min"
+            assert result["best_epoch"] == r["best_epoch"][row] == tt["epochs"][k]
+            assert result["best_value"] == r["best_value"][row] == tt["losses_val"][row, k]
+            model = ignite_seg.load_model(folder, int(tid), model=mlp(), best=True)
+            _, val = blobs()
+            assert measure_loss(model, *val.tensors) == pytest.approx(result["best_value"], rel=1e-6)
+    assert json.loads((folder / "run.json").read_text())["best_mode"] == "min"
+    with pytest.raises(ConfigError, match="initial=True and best=True"):
+        ignite_seg.load_model(folder, 0, model=mlp(), initial=True, best=True)
+
+
+@pytest.mark.parametrize("kw,error,needle", [
+    (dict(best_metric="loss"), ConfigError, "best_mode=None with best_metric='loss'"),
+    (dict(best_mode="min"), ConfigError, "best_mode='min' without best_metric"),
+    (dict(best_metric="iou", best_mode="max"), ConfigError, "use one of ['loss', 'perf']"),
+    (dict(best_metric="perf", best_mode="higher"), ConfigError, "'min' (lower is better) or 'max'"),
+    (dict(best_metric=3, best_mode="max"), ConfigTypeError, "best_metric must be a metric name"),
+])
+def test_bad_best_arguments_are_refused_before_anything_runs(run_kwargs, kw, error, needle):
+    with pytest.raises(error) as info:
+        ignite_seg.train(*BLOBS, **run_kwargs, **kw)
+    assert needle in str(info.value)
+    assert not run_kwargs["folder"].exists()
+
+
+def test_a_custom_metric_is_a_known_best_metric():
+    from ignite_seg.config.checks import check_best
+
+    assert check_best("iou", "max", ("iou",)) == ("iou", "max")
+    with pytest.raises(ConfigError, match=r"\['loss', 'perf', 'iou'\]"):
+        check_best("IoU", "max", ("iou",))
+
+
+def test_collation_keeps_best_arrays_and_pads_a_shorter_trial_with_nan():
+    col = Collator({}, smooth_window=1)
+    keys = ("losses_train", "losses_val", "perfs_train", "perfs_val")
+    full = {"epochs": np.array([0.0, 0.5, 1.0, 1.5]), **{k: np.arange(4.0) for k in keys}}
+    short = {"epochs": full["epochs"][:2], **{k: np.arange(2.0) + 10 for k in keys}}
+    final = {"loss_train": 1.0, "loss_val": 1.0, "perf_train": 0.5, "perf_val": 0.5}
+    col.add(1, {**final, **BestRecord("loss", "min", 0.5, 10.0).to_result()}, short)
+    col.add(0, {**final, **BestRecord("loss", "min", 1.5, 3.0).to_result()}, full)
+    results, tt = col.arrays()
+    assert results["best_epoch"].tolist() == [1.5, 0.5] and results["best_value"].tolist() == [3.0, 10.0]
+    assert tt["epochs"].tolist() == [0.0, 0.5, 1.0, 1.5]
+    np.testing.assert_array_equal(tt["losses_val"], [[0, 1, 2, 3], [10, 11, np.nan, np.nan]])
+    with pytest.raises(ValueError, match="has no best checkpoint"):
+        col.add(2, final, full)
+    with pytest.raises(ValueError, match="other epochs"):
+        col.add(3, final, {**full, "epochs": full["epochs"] + 0.1})
