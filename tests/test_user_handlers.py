@@ -95,3 +95,16 @@ def test_bad_handler_specs_are_refused_before_anything_runs(run_kwargs, handlers
         ignite_seg.train(*WRONG_VAL, **run_kwargs, handlers=handlers)
     assert needle in str(info.value)
     assert not run_kwargs["folder"].exists()
+
+
+def test_on_a_dask_cluster_the_files_and_the_best_checkpoint_come_back_through_the_outcome(run_kwargs):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        res = ignite_seg.train(*WRONG_VAL, **run_kwargs, executor=client.get_executor(), best_metric="perf",
+                               best_mode="max", handlers=[("handler_tasks", "csv_logger", (), {})])
+    assert [t.status for t in res.trials] == ["completed", "completed"]
+    for tid in (0, 1):
+        trial = res.folder / "trials" / str(tid)
+        assert len((trial / "metrics.csv").read_text().splitlines()) == 1 + FAST_HP.epochs
+        assert (trial / "model_best.pt").is_file() and "best_epoch" in json.loads((trial / "result.json").read_text())
