@@ -66,3 +66,22 @@ def test_a_trial_with_ema_evaluates_and_saves_the_average_and_keeps_the_raw_weig
             assert loss_val != pytest.approx(out.metrics["loss_val"], rel=1e-6)
     plain = run_trial(dataclasses.replace(task, hparams=dataclasses.replace(hp, ema_decay=None)))
     assert plain.model_raw == b"" and plain.model == out.model_raw  # same raw training either way
+
+
+def test_the_list_wise_update_is_ignites_bit_for_bit():
+    from ignite.handlers import EMAHandler
+
+    from ignite_seg.engine.ema import ForeachEMAHandler
+
+    x, y = blobs()[0].tensors
+    averaged = []
+    for handler_class in (EMAHandler, ForeachEMAHandler):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 3))
+        engine = create_trainer(model, make_optimizer(model, "sgd", lr=0.1), CE_FN, torch.device("cpu"))
+        ema = handler_class(model, momentum=0.1)
+        ema.attach(engine, name="ema_momentum")
+        engine.run([(x[i:i + 16], y[i:i + 16]) for i in range(0, 96, 16)], max_epochs=3)
+        averaged.append(ema.ema_model.state_dict())
+    assert averaged[0].keys() == averaged[1].keys()
+    assert all(torch.equal(averaged[0][k], averaged[1][k]) for k in averaged[0])
