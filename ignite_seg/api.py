@@ -161,7 +161,8 @@ def train(
 def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
     """The pipeline of a validated call: continuation check, probe, archive + lock, tune, trials,
     collate, analyse. ``entry`` names the public function in the main-guard error."""
-    uses_main = any(refers_to_main(spec) for spec in cfg.specs.values())
+    specs = [*cfg.specs.values(), *cfg.metric_specs.values(), *cfg.handler_specs]  # all built in the workers
+    uses_main = any(refers_to_main(spec) for spec in specs)
     check_main_guard(entry, uses_main)  # before any worker starts
     previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
     check_same_metrics(cfg, previous)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +22,7 @@ from ignite_seg.engine.trainer import TrialTask, run_trial
 from ignite_seg.engine.user_handlers import collect_output
 from ignite_seg.exceptions import ConfigError, ConfigTypeError
 
+ROOT = Path(__file__).resolve().parents[1]
 WRONG_VAL = (("tasks", "mlp", (), {}), ("handler_tasks", "wrong_val_blobs", (), {}), CE)
 PATIENCE = 3
 
@@ -108,3 +112,23 @@ def test_on_a_dask_cluster_the_files_and_the_best_checkpoint_come_back_through_t
         trial = res.folder / "trials" / str(tid)
         assert len((trial / "metrics.csv").read_text().splitlines()) == 1 + FAST_HP.epochs
         assert (trial / "model_best.pt").is_file() and "best_epoch" in json.loads((trial / "result.json").read_text())
+
+
+def test_an_unguarded_script_whose_handler_it_defines_is_refused_before_any_worker(tmp_path):
+    script = tmp_path / "my_run.py"
+    script.write_text(textwrap.dedent('''
+        import ignite_seg
+        from helpers import FAST_HP
+        def logger():
+            return lambda trainer, context: None
+        try:
+            ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), ("torch.nn", "CrossEntropyLoss", (), {}),
+                             folder="x", hyperparameters=FAST_HP, analysis="none", handlers=[logger])
+        except ignite_seg.ConfigError as exc:
+            print("ERROR", exc)
+    '''))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert "ERROR train() is called at the top level" in out.stdout, out.stderr[-3000:]
+    assert not (tmp_path / "x").exists()
