@@ -80,6 +80,8 @@ def test_train_writes_model_best_result_fields_and_results_keys(run_kwargs):
     assert json.loads((folder / "run.json").read_text())["best_mode"] == "min"
     with pytest.raises(ConfigError, match="initial=True and best=True"):
         ignite_seg.load_model(folder, 0, model=mlp(), initial=True, best=True)
+    with pytest.raises(ConfigError, match="the folder's trials kept the best by 'loss', 'min'"):
+        ignite_seg.train(*BLOBS, **{**run_kwargs, "is_continuation": True}, best_metric="perf", best_mode="max")
 
 
 @pytest.mark.parametrize("kw,error,needle", [
