@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import warnings
@@ -22,9 +23,11 @@ from .run_plan import (
     RunConfig,
     TrainResult,
     TrialSummary,
+    check_checkpoint_every,
     check_continuation,
     check_metrics,
     check_same_metrics,
+    checkpoint_plan,
     plan_trials,
     run_record,
     settle,
@@ -86,6 +89,7 @@ def train(
     trial_timeout: float | None = None,
     metrics: Mapping[str, LoaderLike] | None = None,
     metric_modes: Mapping[str, Literal["min", "max"]] | None = None,
+    checkpoint_every: int | None = None,
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
 
@@ -128,6 +132,11 @@ def train(
             ``metric_<name>_val_<set>``; see docs/usage.md).
         metric_modes: the direction of each custom metric, ``"max"`` or ``"min"`` (required for
             every one: which trial is "best" is never guessed).
+        checkpoint_every: epochs between a trial's checkpoints (``trials/<i>/checkpoint.pt``), from
+            which a continuation (``is_continuation=True``) of a killed run resumes the trial with
+            the same final weights and metrics as an uninterrupted run. ``None`` (default):
+            automatic, on for a trial whose first epoch x ``epochs`` exceeds about a minute; ``0``:
+            off. Needs workers that see the run folder (docs/reliability.md, "Mid-trial resume").
 
     Example:
         >>> import ignite_seg  # doctest: +SKIP
@@ -145,6 +154,7 @@ def train(
         compute=(cores, executor, device, trial_timeout),
         custom=(metrics, metric_modes),
     )
+    cfg = dataclasses.replace(cfg, checkpoint_every=check_checkpoint_every(checkpoint_every))
     return run_validated(cfg, "train")
 
 
@@ -259,6 +269,7 @@ def _run_trials(
     rf: RunFolder, runner: TaskRunner, cfg: RunConfig, hp: FixedHyperparameters, plan: list[int]
 ) -> tuple[dict[int, dict[str, Any]], Collator]:
     """Run the planned trials not finished yet; every finished trial, and the collator holding them."""
+    from .engine.checkpoints import log_checkpoint_report
     from .engine.trainer import TrialTask, run_trial
 
     finished = dict(rf.finished_trials())
@@ -272,13 +283,14 @@ def _run_trials(
     first_completed = min((t for t, r in finished.items() if r.get("status") == "completed"), default=None)
     record_hidden_id = todo[0] if cfg.collect.collects_hidden and first_completed is None and todo else None
     assert cfg.seed is not None  # settled
+    checkpoints = checkpoint_plan(rf, runner, cfg) if todo else None
     tasks = [
         TrialTask(
             trial_id=t, model=cfg.specs["model"], dataset=cfg.specs["dataset"], loss=cfg.specs["loss"], hparams=hp,
             accuracy_style=cfg.accuracy_style, seed=trial_seed(cfg.seed, t), device=cfg.device,
             snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
             metrics=cfg.metric_specs,
-            threads=runner.task_threads,
+            threads=runner.task_threads, checkpoints=checkpoints,
         )
         for t in todo
     ]
@@ -287,6 +299,7 @@ def _run_trials(
         for item in runner.map_unordered(run_trial, tasks, key=lambda task: task.trial_id, timeout=cfg.trial_timeout):
             outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item
             res = rf.write_trial(outcome)
+            log_checkpoint_report(outcome.trial_id, outcome.checkpoints)
             finished[outcome.trial_id] = res
             if outcome.status == "completed":
                 collator.add(outcome.trial_id, res, outcome.throughtime)

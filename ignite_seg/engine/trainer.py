@@ -38,6 +38,7 @@ from ignite.engine import Engine, Events
 from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
+from .checkpoints import CheckpointPlan, CheckpointReport, attach_checkpoints
 from .ema import attach_ema
 from .handlers import DivergenceStop
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
@@ -86,6 +87,8 @@ class TrialTask:
     threads: int | None = None
     #: custom ignite ``Metric``s by name, built in the worker
     metrics: Mapping[str, LoaderSpec] = field(default_factory=dict)
+    #: mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`); ``None``: none written or read
+    checkpoints: CheckpointPlan | None = None
 
 
 @dataclass
@@ -111,6 +114,8 @@ class TrialOutcome:
     val_names: tuple[str, ...] = ()
     #: the custom metrics' names (recorded as ``metric_<name>_<part>``)
     metric_names: tuple[str, ...] = ()
+    #: what the mid-trial checkpoints did (resumed from an epoch, off and why, a file refused)
+    checkpoints: CheckpointReport = field(default_factory=CheckpointReport)
 
 
 @dataclass
@@ -318,7 +323,8 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
     optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
                                weight_decay=hp.weight_decay, betas=hp.betas, eps=hp.eps)
     engine = create_trainer(model, optimizer, loss_fn, device, hp.grad_clip_norm, hp.amp, recipe.prepare_batch)
-    engine.add_event_handler(Events.ITERATION_STARTED, build_scheduler(hp, iters_per_epoch, optimizer))
+    scheduler = build_scheduler(hp, iters_per_epoch, optimizer)
+    engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
     eval_model = attach_ema(engine, model, hp.ema_decay)  # the model itself without EMA
     guard = DivergenceStop()
     guard.attach(engine)
@@ -330,6 +336,9 @@ def _train(task: TrialTask, outcome: TrialOutcome) -> None:
         sample = sources.val["val"].take(val_indices[:HIDDEN_POINTS])  # the first fixed val points
         hidden = HiddenRecorder(eval_model, recipe.prepare_batch(sample, device, False))
         hidden.attach(engine)
+    saved = {"trainer": engine, "model": model, "optimizer": optimizer, "scheduler": scheduler, "recorder": recorder,
+             "ema_model": eval_model if eval_model is not model else None, "guard": guard, "hidden": hidden}
+    outcome.checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch)
 
     engine.run(batches, max_epochs=hp.epochs)
 

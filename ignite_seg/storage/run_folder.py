@@ -6,7 +6,8 @@ Layout (see docs/usage.md)::
 
 A trial folder is complete once its ``result.json`` exists: it is written last, after the
 ``state_dict`` files and the through-time arrays, so a crash leaves either a complete trial or
-one that is rerun.
+one that is rerun. An unfinished trial's folder may hold a ``checkpoint.pt`` written by its worker
+(the one file a worker writes); it is removed right after the trial's ``result.json``.
 """
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ LOCK_NAME = ".ignite_seg.lock"
 LOCK_TRIES = 5
 LOCK_RETRY_S = 0.02
 RUN_JSON = "run.json"
+#: A trial's mid-trial checkpoint, written by its worker (engine/checkpoints.py), removed once the
+#: trial's ``result.json`` is written.
+CHECKPOINT_NAME = "checkpoint.pt"
 
 #: ``run.json``'s ``state``: ``running`` (tuning or trials under way, or interrupted), ``collated``
 #: (trials collated, the analysis not done), ``complete`` (the call's work is all written).
@@ -374,7 +378,9 @@ class RunFolder:
             result["diverged_iteration"] = outcome.diverged_iteration
         if outcome.error:
             result["error"] = outcome.error.strip().splitlines()[-1][:500]
+        result.update(_checkpoint_facts(getattr(outcome, "checkpoints", None)))
         write_json(d / "result.json", result)
+        (d / CHECKPOINT_NAME).unlink(missing_ok=True)  # the trial is finished: it never resumes
         return result
 
     def trial_ids(self) -> list[int]:
@@ -421,6 +427,17 @@ class RunFolder:
     def read_throughtime(self, trial_id: int) -> dict[str, np.ndarray]:
         with np.load(self.trial(trial_id) / "throughtime.npz") as z:
             return {k: z[k] for k in z.files}
+
+
+def _checkpoint_facts(report: Any) -> dict[str, Any]:
+    """``result.json``'s record of a trial's mid-trial checkpoints: ``resumed_from_epoch`` when it
+    resumed, ``checkpoints_off`` / ``checkpoint_refused`` saying why none was written / one not loaded."""
+    facts = {
+        "resumed_from_epoch": getattr(report, "resumed_from_epoch", None),
+        "checkpoints_off": getattr(report, "off", None),
+        "checkpoint_refused": getattr(report, "refused", None),
+    }
+    return {k: v for k, v in facts.items() if v is not None}
 
 
 def _readable_record(path: Path) -> bool:
