@@ -149,3 +149,36 @@ def test_checkpoint_every_is_checked(value, error):
     with pytest.raises(error, match=r"checkpoint_every=.*0 to turn mid-trial checkpoints off"):
         check_checkpoint_every(value)
     assert [check_checkpoint_every(v) for v in (None, 0, 3)] == [None, 0, 3]
+
+
+@pytest.mark.parametrize("dataset", ["tensors", "augmented"])
+def test_batches_after_a_restored_epoch_end_equal_the_uninterrupted_ones(dataset):
+    from ignite.engine import Engine
+    from resume_tasks import augmented_blobs
+    from tasks import blobs
+
+    from ignite_seg.engine.batching import Batches, BatchSource, as_data
+
+    data = as_data(augmented_blobs() if dataset == "augmented" else blobs())
+
+    def batches(seed: int) -> Batches:
+        return Batches(BatchSource(data.train, data), 16, torch.Generator().manual_seed(seed))
+
+    def seen(b: Batches, epochs: int) -> list[torch.Tensor]:  # as a trainer sees them
+        out: list[torch.Tensor] = []
+        Engine(lambda _e, batch: out.append(torch.cat([batch[0].flatten(), batch[1].float()]))).run(b, epochs)
+        return out
+
+    torch.manual_seed(0)
+    want = seen(batches(0), 3)  # three epochs of 6 batches, uninterrupted
+    torch.manual_seed(0)
+    before = batches(0)
+    assert all(torch.equal(a, b) for a, b in zip(seen(before, 1), want[:6]))
+    before.finish_epoch()  # what a checkpoint does at the epoch's end
+    state = checkpoints._rng_state(before).state_dict()
+    torch.manual_seed(123)  # another process: other random states until the checkpoint is loaded
+    after = batches(7)
+    checkpoints._rng_state(after).load_state_dict(state)
+    got = seen(after, 2)
+    assert len(got) == len(want[6:]) == 12
+    assert all(torch.equal(a, b) for a, b in zip(got, want[6:]))

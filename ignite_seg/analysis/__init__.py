@@ -132,8 +132,9 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
 
 #: Fields of ``run.json`` that say how the run went or was called, not what it recorded: writing them
 #: (train() marks the run complete after its analysis) leaves the products up to date. (``created``
-#: changes only with a new run, whose new results redo the products anyway.)
-_RUN_BOOKKEEPING = ("state", "argv", "analysis", "created")
+#: changes only with a new run, whose new results redo the products anyway; so does ``run_id``, which
+#: tells workers the folder they see is this run's; ``checkpoint_every`` changes no result.)
+_RUN_BOOKKEEPING = ("state", "argv", "analysis", "created", "run_id", "checkpoint_every")
 
 
 def _run_digest(run: dict[str, Any]) -> str:

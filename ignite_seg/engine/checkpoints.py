@@ -44,6 +44,8 @@ from ignite.handlers import Checkpoint
 
 from ..storage.atomic import atomic_write_bytes, read_json
 from ..storage.run_folder import CHECKPOINT_NAME
+from .handlers import CurveRecorder, DivergenceStop
+from .recorders import HiddenRecorder, ThroughTimeRecorder
 
 __all__ = [
     "AUTO_SECONDS", "CHECKPOINT_NAME", "CheckpointPlan", "CheckpointReport", "folder_visible",
@@ -143,12 +145,12 @@ def _stateful(name: str, obj: Any) -> Any:
     """``obj`` itself when it has a ``state_dict``, else an adapter for the recorders and the guard."""
     if hasattr(obj, "state_dict"):
         return obj
-    if hasattr(obj, "records"):  # a CurveRecorder: lists of floats by key
+    if isinstance(obj, CurveRecorder):  # lists of floats by key
         return _State(lambda: {k: list(v) for k, v in obj.records.items()},
                       lambda s: setattr(obj, "records", {k: list(v) for k, v in s.items()}))
-    if hasattr(obj, "diverged_at"):  # DivergenceStop
+    if isinstance(obj, DivergenceStop):
         return _State(lambda: {"diverged_at": obj.diverged_at}, lambda s: setattr(obj, "diverged_at", s["diverged_at"]))
-    if hasattr(obj, "values") and hasattr(obj, "epochs"):  # HiddenRecorder: arrays by layer
+    if isinstance(obj, HiddenRecorder):  # arrays by layer
         def get() -> dict[str, Any]:
             return {"epochs": list(obj.epochs),
                     "values": {k: [torch.from_numpy(a) for a in v] for k, v in obj.values.items()}}
@@ -224,7 +226,8 @@ class _TrialCheckpoints:
             Checkpoint.load_objects(needed, before)  # leave every object as it was
             return self._refused(f"{self.path} does not fit this trial ({type(exc).__name__}: {exc})")
         for obj in self.objects.values():  # the recorders' measurement at STARTED is in the checkpoint already
-            handler = getattr(obj, "snapshot", None) or getattr(obj, "record", None)
+            handler = obj.snapshot if isinstance(obj, ThroughTimeRecorder) else \
+                obj.record if isinstance(obj, HiddenRecorder) else None
             if handler is not None and engine.has_event_handler(handler, Events.STARTED):
                 engine.remove_event_handler(handler, Events.STARTED)
         logger.info("resuming from %s at epoch %d", self.path, engine.state.epoch)
