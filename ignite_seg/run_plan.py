@@ -29,7 +29,7 @@ from .exceptions import ConfigError, ConfigTypeError, FolderError
 from .runtime.tasks import TaskRunner
 from .storage.atomic import read_json
 from .storage.result_keys import ResultKeys
-from .storage.run_folder import RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
+from .storage.run_folder import CHECKPOINT_NAME, RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
 
 __all__ = [
     "RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials", "TrainResult",
@@ -241,6 +241,9 @@ def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | Non
         n = cfg.trials if cfg.trials_strict or cfg.trials == 0 else -(-cfg.trials // capacity) * capacity
         start = max(rf.trial_ids(), default=-1) + 1
         plan = list(range(start, start + n))
+    resumable = sorted(t for t in unfinished if (rf.trial(t) / CHECKPOINT_NAME).is_file())
+    if resumable:
+        logger.info("trial(s) %s have a mid-trial checkpoint: each resumes from it if it is its own", resumable)
     return sorted(set(plan) | unfinished)
 
 

@@ -95,6 +95,25 @@ def test_a_killed_run_resumes_its_trials_from_their_checkpoints_to_the_uninterru
     assert (load_npz(killed / "results.npz")["final_perf_val"] == load_npz(reference / "results.npz")["final_perf_val"]).all()
 
 
+def test_a_trial_whose_worker_died_is_retried_from_its_checkpoint(tmp_path):
+    crash = tmp_path / "crash"
+    # 6 steps per epoch: the worker dies in epoch 4, after the checkpoint of epoch 3; the retry's new
+    # process counts its steps from 0 and has 12 left, so it does not die again
+    model = ("resume_tasks", "Interruptible", (), {"crash_file": str(crash), "crash_at": 20, "crash_how": "kill"})
+    kwargs = dict(hyperparameters=dataclasses.replace(FAST_HP, epochs=5), analysis="none",
+                  allow_later_analysis_up_to="none", trials=1, trials_strict=True, cores=1, seed=0, checkpoint_every=1)
+    ignite_seg.train(model, ("tasks", "blobs", (), {}), CE, folder=tmp_path / "reference", **kwargs)
+    crash.touch()
+    res = ignite_seg.train(model, ("tasks", "blobs", (), {}), CE, folder=tmp_path / "run", **kwargs)
+    assert [t.status for t in res.trials] == ["completed"]
+    result = json.loads((tmp_path / "run" / "trials" / "0" / "result.json").read_text())
+    assert result["resumed_from_epoch"] == 3
+    got, want = tmp_path / "run" / "trials" / "0", tmp_path / "reference" / "trials" / "0"
+    assert (got / "model.pt").read_bytes() == (want / "model.pt").read_bytes()
+    got_tt, want_tt = load_npz(got / "throughtime.npz"), load_npz(want / "throughtime.npz")
+    assert got_tt.keys() == want_tt.keys() and all((got_tt[k] == want_tt[k]).all() for k in want_tt)
+
+
 class OtherMachine(Executor):
     """One worker thread that sees the files as a worker on another machine would: there, the run
     folder's path holds another folder (``elsewhere``)."""
