@@ -71,7 +71,9 @@ def check_checkpoint_every(value: Any) -> int | None:
            "trials expected to run longer than about a minute.")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    if isinstance(value, bool):
+        raise ConfigTypeError(f"checkpoint_every={value!r} is not a number of epochs. {fix}")
+    if not isinstance(value, (int, np.integer)):
         raise ConfigTypeError(f"checkpoint_every={value!r} ({type(value).__name__}) is not an int. {fix}")
     if value < 0:
         raise ConfigError(f"checkpoint_every={value!r} is negative. {fix}")
