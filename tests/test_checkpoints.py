@@ -143,6 +143,14 @@ def test_the_checkpoint_is_removed_only_once_the_trial_is_written(tmp_path):
     assert json.loads((d / "result.json").read_text())["resumed_from_epoch"] == 3
 
 
+def test_no_checkpoint_is_written_for_a_trial_recorded_as_finished(tmp_path):
+    plan = CheckpointPlan(1, str(_run_folder(tmp_path)), "abc")
+    plan.path(0).parent.mkdir(parents=True)
+    (plan.path(0).parent / "result.json").write_text('{"status": "failed", "error": "timed out after 5 s"}')
+    assert run_trial(_task(tmp_path, plan)).status == "completed"  # a task the caller gave up on, still running
+    assert not plan.path(0).exists()
+
+
 @pytest.mark.parametrize("value, error", [(-1, ConfigError), (False, ConfigTypeError), (1.5, ConfigTypeError),
                                           ("2", ConfigTypeError)])
 def test_checkpoint_every_is_checked(value, error):

@@ -183,8 +183,8 @@ class _TrialCheckpoints:
         self.finish_epoch = finish_epoch
 
     def _write(self, checkpoint: Mapping[str, Any], filename: str, metadata: Mapping[str, Any] | None = None) -> None:
-        if not folder_visible(self.plan):  # the run folder went away (archived) meanwhile
-            return
+        if not folder_visible(self.plan) or (self.path.parent / "result.json").exists():
+            return  # the run folder went away (archived), or the trial was recorded finished (timed out)
         buf = io.BytesIO()
         torch.save(checkpoint, buf)
         atomic_write_bytes(self.path, buf.getvalue())
