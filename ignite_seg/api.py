@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import warnings
@@ -22,10 +23,12 @@ from .run_plan import (
     RunConfig,
     TrainResult,
     TrialSummary,
+    check_checkpoint_every,
     check_continuation,
     check_handlers,
     check_metrics,
     check_same_metrics,
+    checkpoint_plan,
     plan_trials,
     run_record,
     settle,
@@ -38,8 +41,8 @@ from .runtime.tasks import TaskLost, TaskRunner, prestart
 from .runtime.workers import second_interrupt_exits
 from .storage.atomic import read_json, remove_stale_temporaries, write_json, write_npz
 from .storage.collate import Collator
+from .storage.folder_lock import FolderLock
 from .storage.run_folder import (
-    FolderLock,
     RunFolder,
     archive_folder,
     check_history_folder,
@@ -90,6 +93,7 @@ def train(
     best_metric: str | None = None,
     best_mode: Literal["min", "max"] | None = None,
     handlers: Sequence[LoaderLike] | None = None,
+    checkpoint_every: int | None = None,
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
 
@@ -138,6 +142,11 @@ def train(
         best_mode: ``"min"`` or ``"max"``: the direction of ``best_metric`` (both or neither).
         handlers: loader specs, each building a callable ``attach(trainer, context)`` called in the
             worker after ignite_seg's own handlers (docs/usage.md "User handlers").
+        checkpoint_every: epochs between a trial's checkpoints (``trials/<i>/checkpoint.pt``), from
+            which a continuation (``is_continuation=True``) of a killed run resumes the trial with
+            the same final weights and metrics as an uninterrupted run. ``None`` (default):
+            automatic, on for a trial whose first epoch x ``epochs`` exceeds about a minute; ``0``:
+            off. Needs workers that see the run folder (docs/reliability.md, "Mid-trial resume").
 
     Example:
         >>> import ignite_seg  # doctest: +SKIP
@@ -155,6 +164,7 @@ def train(
         compute=(cores, executor, device, trial_timeout),
         custom=(metrics, metric_modes, best_metric, best_mode, handlers),
     )
+    cfg = dataclasses.replace(cfg, checkpoint_every=check_checkpoint_every(checkpoint_every))
     return run_validated(cfg, "train")
 
 
@@ -274,6 +284,7 @@ def _run_trials(
     rf: RunFolder, runner: TaskRunner, cfg: RunConfig, hp: FixedHyperparameters, plan: list[int]
 ) -> tuple[dict[int, dict[str, Any]], Collator]:
     """Run the planned trials not finished yet; every finished trial, and the collator holding them."""
+    from .engine.checkpoints import log_checkpoint_report
     from .engine.trainer import TrialTask, run_trial
 
     finished = dict(rf.finished_trials())
@@ -287,13 +298,14 @@ def _run_trials(
     first_completed = min((t for t, r in finished.items() if r.get("status") == "completed"), default=None)
     record_hidden_id = todo[0] if cfg.collect.collects_hidden and first_completed is None and todo else None
     assert cfg.seed is not None  # settled
+    checkpoints = checkpoint_plan(rf, runner, cfg) if todo else None
     tasks = [
         TrialTask(
             trial_id=t, model=cfg.specs["model"], dataset=cfg.specs["dataset"], loss=cfg.specs["loss"], hparams=hp,
             accuracy_style=cfg.accuracy_style, seed=trial_seed(cfg.seed, t), device=cfg.device,
             snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
             metrics=cfg.metric_specs, best_metric=cfg.best_metric, best_mode=cfg.best_mode,  # type: ignore[arg-type]
-            handlers=cfg.handler_specs, threads=runner.task_threads,
+            handlers=cfg.handler_specs, threads=runner.task_threads, checkpoints=checkpoints,
         )
         for t in todo
     ]
@@ -302,6 +314,7 @@ def _run_trials(
         for item in runner.map_unordered(run_trial, tasks, key=lambda task: task.trial_id, timeout=cfg.trial_timeout):
             outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item
             res = rf.write_trial(outcome)
+            log_checkpoint_report(outcome.trial_id, outcome.checkpoints)
             finished[outcome.trial_id] = res
             if outcome.status == "completed":
                 collator.add(outcome.trial_id, res, outcome.throughtime)

@@ -11,6 +11,7 @@ import datetime as _dt
 import logging
 import platform
 import sys
+import uuid
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,15 +23,18 @@ from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import DESCRIBE_MAX, LoaderSpec, normalize_spec
+from .engine.checkpoints import CheckpointPlan, folder_visible
 from .engine.scoring import AccuracyStyle
 from .exceptions import ConfigError, ConfigTypeError, FolderError
+from .runtime.tasks import TaskRunner
 from .storage.atomic import read_json
 from .storage.result_keys import ResultKeys
-from .storage.run_folder import RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
+from .storage.run_folder import CHECKPOINT_NAME, RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
 
 __all__ = [
     "RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials", "TrainResult",
-    "TrialSummary", "train_result", "check_metrics", "check_same_metrics", "check_handlers",
+    "TrialSummary", "train_result", "check_metrics", "check_same_metrics", "check_handlers", "check_checkpoint_every",
+    "checkpoint_plan",
 ]
 
 logger = logging.getLogger("ignite_seg")
@@ -62,6 +66,43 @@ class RunConfig:
     best_mode: str | None = None
     #: user handlers' specs, built and attached in the workers
     handler_specs: tuple[LoaderSpec, ...] = ()
+    #: epochs between mid-trial checkpoints; ``None`` automatic, ``0`` off
+    checkpoint_every: int | None = None
+
+
+def check_checkpoint_every(value: Any) -> int | None:
+    """``checkpoint_every``: ``None`` (automatic), ``0`` (off) or a number of epochs >= 1."""
+    fix = ("Pass a number of epochs >= 1, 0 to turn mid-trial checkpoints off, or None to checkpoint "
+           "trials expected to run longer than about a minute.")
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigTypeError(f"checkpoint_every={value!r} is not a number of epochs. {fix}")
+    if not isinstance(value, (int, np.integer)):
+        raise ConfigTypeError(f"checkpoint_every={value!r} ({type(value).__name__}) is not an int. {fix}")
+    if value < 0:
+        raise ConfigError(f"checkpoint_every={value!r} is negative. {fix}")
+    return int(value)
+
+
+def checkpoint_plan(rf: RunFolder, runner: TaskRunner, cfg: RunConfig) -> CheckpointPlan | None:
+    """The trials' mid-trial checkpoints, ``None`` when off (``checkpoint_every=0``).
+
+    The default pool's workers share this machine's files. With the caller's ``executor``, one probe
+    task asks a worker whether it sees the run folder; when it does not, a WARNING says that the
+    trials run without checkpoints (each worker checks again and records why in ``result.json``).
+    """
+    if cfg.checkpoint_every == 0:
+        return None
+    plan = CheckpointPlan(cfg.checkpoint_every, str(rf.path), str(rf.read_run()["run_id"]))
+    if cfg.executor is not None:
+        seen = next(iter(runner.map_unordered(folder_visible, [plan], key=lambda p: p.run_id)))
+        if seen is False:
+            logger.warning(
+                "mid-trial resume is off for this executor: its workers do not see the run folder %s, so no "
+                "trial writes checkpoint.pt and a killed run restarts its unfinished trials from epoch 0 "
+                "(share the folder with the workers, or pass checkpoint_every=0 to silence this)", rf.path)
+    return plan
 
 
 def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
@@ -162,6 +203,8 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
             "format": 1,
             "versions": _versions(),
             "created": info.get("created") or _dt.datetime.now().isoformat(timespec="seconds"),
+            # tells a worker that the folder it sees is this run's (mid-trial checkpoints)
+            "run_id": info.get("run_id") or uuid.uuid4().hex,
             "loaders": {k: s.to_json() for k, s in cfg.specs.items()},
             "accuracy_style": cfg.accuracy_style,
             "hyperparameters": {
@@ -173,6 +216,7 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
             "seed": cfg.seed,
             "device": cfg.device,
             "snapshots_per_epoch": cfg.snapshots_per_epoch,
+            "checkpoint_every": cfg.checkpoint_every,
             "argv": sys.argv,
         }
     )
@@ -206,6 +250,9 @@ def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | Non
         n = cfg.trials if cfg.trials_strict or cfg.trials == 0 else -(-cfg.trials // capacity) * capacity
         start = max(rf.trial_ids(), default=-1) + 1
         plan = list(range(start, start + n))
+    resumable = sorted(t for t in unfinished if (rf.trial(t) / CHECKPOINT_NAME).is_file())
+    if resumable:
+        logger.info("trial(s) %s have a mid-trial checkpoint: each resumes from it if it is its own", resumable)
     return sorted(set(plan) | unfinished)
 
 

@@ -51,7 +51,8 @@ def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings 
         >>> ignite_seg.analyze("out/current", analysis="video-draft", cores=2)  # doctest: +SKIP
     """
     from ..runtime.checks import resolve_cores
-    from ..storage.run_folder import FolderLock, RunFolder
+    from ..storage.folder_lock import FolderLock
+    from ..storage.run_folder import RunFolder
 
     settings = resolve_analysis(analysis)
     n_cores = resolve_cores(cores)
@@ -132,8 +133,9 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
 
 #: Fields of ``run.json`` that say how the run went or was called, not what it recorded: writing them
 #: (train() marks the run complete after its analysis) leaves the products up to date. (``created``
-#: changes only with a new run, whose new results redo the products anyway.)
-_RUN_BOOKKEEPING = ("state", "argv", "analysis", "created")
+#: changes only with a new run, whose new results redo the products anyway; so does ``run_id``, which
+#: tells workers the folder they see is this run's; ``checkpoint_every`` changes no result.)
+_RUN_BOOKKEEPING = ("state", "argv", "analysis", "created", "run_id", "checkpoint_every")
 
 
 def _run_digest(run: dict[str, Any]) -> str:

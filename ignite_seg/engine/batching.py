@@ -250,13 +250,26 @@ class Batches:
         self.batch_size = int(batch_size)
         self.generator = generator
         self._loader = None if source.fast else source.loader(self.batch_size, generator, shuffle=True)
+        self._epoch: Iterator[Any] | None = None
 
     def __len__(self) -> int:
         return (len(self.source) + self.batch_size - 1) // self.batch_size
 
+    def finish_epoch(self) -> None:
+        """Run the current epoch's DataLoader iterator out after its last batch.
+
+        A ``RandomSampler`` that runs out draws from ``generator`` once more; done here, at the
+        epoch's end, the generator's state is the one the next epoch starts from (what a mid-trial
+        checkpoint keeps). The same draws happen in the same order either way.
+        """
+        if self._epoch is not None:
+            for _ in self._epoch:
+                raise RuntimeError("Batches.finish_epoch() was called before the epoch's last batch")
+
     def __iter__(self) -> Iterator[Any]:
         if self._loader is not None:
-            yield from self._loader
+            self._epoch = iter(self._loader)
+            yield from self._epoch
             return
         assert self.source.tensors is not None
         x, y = self.source.tensors

@@ -91,6 +91,16 @@ class BestCheckpoint:
             latest = self.recorder.latest()
             self.epoch, self.value = latest["epochs"], latest[self.key]
 
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed trial needs to keep the same best (for the mid-trial checkpoint)."""
+        return {"checkpoint": self.checkpoint.state_dict(), "blob": self.saver.blob, "filename": self.saver.filename,
+                "saves": self.saver.saves, "epoch": self.epoch, "value": self.value}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.checkpoint.load_state_dict(state["checkpoint"])
+        self.saver.blob, self.saver.filename, self.saver.saves = state["blob"], state["filename"], state["saves"]
+        self.epoch, self.value = state["epoch"], state["value"]
+
     def record(self) -> BestRecord | None:
         """Where the kept checkpoint was taken; ``None`` before the first snapshot."""
         if self.epoch is None or self.value is None:

@@ -44,7 +44,8 @@ from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
 from ..storage.result_keys import BestRecord, Mode
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
-from .best import BestCheckpoint, attach_best
+from .best import attach_best
+from .checkpoints import CheckpointPlan, CheckpointReport, attach_checkpoints
 from .ema import attach_ema
 from .handlers import DivergenceStop
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
@@ -99,6 +100,8 @@ class TrialTask:
     best_mode: Mode | None = None
     #: user handlers: specs that build ``attach(trainer, context)``, attached after ours
     handlers: tuple[LoaderSpec, ...] = ()
+    #: mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`); ``None``: none written or read
+    checkpoints: CheckpointPlan | None = None
 
 
 @dataclass
@@ -131,6 +134,8 @@ class TrialOutcome:
     stopped_epoch: float | None = None
     #: the user handlers' files (``context.output_dir``) by relative path, for ``trials/<i>/``
     files: dict[str, bytes] = field(default_factory=dict)
+    #: what the mid-trial checkpoints did (resumed from an epoch, off and why, a file refused)
+    checkpoints: CheckpointReport = field(default_factory=CheckpointReport)
 
 
 @dataclass
@@ -319,18 +324,16 @@ def _final_metrics(
     return out
 
 
-def _attach_extras(
+def _attach_user_handlers(
     task: TrialTask, engine: Engine, recorder: ThroughTimeRecorder,
     live: tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer], output_dir: Path,
-) -> BestCheckpoint | None:
-    """The best checkpoint (``best_metric``), then the user's handlers: after ignite_seg's own handlers."""
-    model, eval_model, optimizer = live
-    best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode)
+) -> None:
+    """The user's handlers, after every handler of ignite_seg's own (checkpoints included)."""
     if task.handlers:
+        model, eval_model, optimizer = live
         evaluator = SnapshotEvaluator(recorder).attach(engine)
         context = HandlerContext(model, eval_model, optimizer, evaluator, task.trial_id, output_dir)
         attach_user_handlers(task.handlers, engine, context)
-    return best
 
 
 def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path) -> None:
@@ -353,7 +356,8 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path) -> None:
     optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
                                weight_decay=hp.weight_decay, betas=hp.betas, eps=hp.eps)
     engine = create_trainer(model, optimizer, loss_fn, device, hp.grad_clip_norm, hp.amp, recipe.prepare_batch)
-    engine.add_event_handler(Events.ITERATION_STARTED, build_scheduler(hp, iters_per_epoch, optimizer))
+    scheduler = build_scheduler(hp, iters_per_epoch, optimizer)
+    engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
     eval_model = attach_ema(engine, model, hp.ema_decay)  # the model itself without EMA
     guard = DivergenceStop()
     guard.attach(engine)
@@ -365,7 +369,12 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path) -> None:
         sample = sources.val["val"].take(val_indices[:HIDDEN_POINTS])  # the first fixed val points
         hidden = HiddenRecorder(eval_model, recipe.prepare_batch(sample, device, False))
         hidden.attach(engine)
-    best = _attach_extras(task, engine, recorder, (model, eval_model, optimizer), output_dir)
+    best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode)
+    saved = {"trainer": engine, "model": model, "optimizer": optimizer, "scheduler": scheduler, "recorder": recorder,
+             "ema_model": eval_model if eval_model is not model else None, "guard": guard, "hidden": hidden,
+             "best": best}
+    outcome.checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch)
+    _attach_user_handlers(task, engine, recorder, (model, eval_model, optimizer), output_dir)
 
     engine.run(batches, max_epochs=hp.epochs)
 
@@ -376,16 +385,21 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path) -> None:
     if best is not None:
         outcome.model_best, outcome.best = best.saver.blob, best.record()
     outcome.files = collect_output(output_dir)
+    if guard.diverged_at is None:
+        outcome.metrics = _final_metrics(scorer, eval_model, sources, recipe.prepare_batch, device)
+    _settle(outcome, guard, engine.state.iteration, iters_per_epoch, hp.epochs)
+
+
+def _settle(outcome: TrialOutcome, guard: DivergenceStop, iteration: int, iters_per_epoch: int, epochs: int) -> None:
+    """The trial's status from how it ended: diverged, completed, or completed early (a user handler)."""
     if guard.diverged_at is not None:
         outcome.status = "diverged"
         outcome.diverged_iteration = guard.diverged_at
         outcome.error = f"loss became non-finite at iteration {guard.diverged_at}"
-        return
-    outcome.metrics = _final_metrics(scorer, eval_model, sources, recipe.prepare_batch, device)
-    if not all(math.isfinite(v) for k, v in outcome.metrics.items() if not k.startswith("metric_")):
+    elif not all(math.isfinite(v) for k, v in outcome.metrics.items() if not k.startswith("metric_")):
         outcome.status = "diverged"
         outcome.error = "final loss or perf is not finite"
-        return
-    outcome.status = "completed"
-    if engine.state.iteration < iters_per_epoch * hp.epochs:  # a user handler terminated the trainer
-        outcome.stopped_epoch = engine.state.iteration / iters_per_epoch
+    else:
+        outcome.status = "completed"
+        if iteration < iters_per_epoch * epochs:  # a user handler terminated the trainer
+            outcome.stopped_epoch = iteration / iters_per_epoch

@@ -1,4 +1,4 @@
-"""The output folder: layout, archiving, the lock, and reading/writing trials.
+"""The output folder: layout, archiving, and reading/writing trials (the lock: :mod:`.folder_lock`).
 
 Layout (see docs/usage.md)::
 
@@ -6,43 +6,38 @@ Layout (see docs/usage.md)::
 
 A trial folder is complete once its ``result.json`` exists: it is written last, after the
 ``state_dict`` files and the through-time arrays, so a crash leaves either a complete trial or
-one that is rerun.
+one that is rerun. An unfinished trial's folder may hold a ``checkpoint.pt`` written by its worker
+(the one file a worker writes); it is removed right after the trial's ``result.json``.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import errno
-import fcntl
-import json
 import logging
 import os
 import shutil
-import socket
 import tempfile
-import time
-import warnings
 from pathlib import Path
 from typing import Any, Iterator, Literal, get_args
 
 import numpy as np
-import psutil
 
-from ..exceptions import ConfigTypeError, FolderError, FolderLockedError
+from ..exceptions import ConfigTypeError, FolderError
 from .atomic import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
+from .folder_lock import LOCK_NAME
 from .result_keys import TRIAL_FILES
 
 __all__ = [
-    "RunFolder", "archive_folder", "FolderLock", "LOCK_NAME", "resolve_folder_arg", "check_history_folder",
+    "RunFolder", "archive_folder", "resolve_folder_arg", "check_history_folder",
     "check_replaceable", "has_content", "RunState", "RUN_STATES", "state",
 ]
 
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = ".ignite_seg.lock"
-#: Attempts to take a lock someone holds (a :meth:`FolderLock.holder` probe holds it briefly).
-LOCK_TRIES = 5
-LOCK_RETRY_S = 0.02
 RUN_JSON = "run.json"
+#: A trial's mid-trial checkpoint, written by its worker (engine/checkpoints.py), removed once the
+#: trial's ``result.json`` is written.
+CHECKPOINT_NAME = "checkpoint.pt"
 
 #: ``run.json``'s ``state``: ``running`` (tuning or trials under way, or interrupted), ``collated``
 #: (trials collated, the analysis not done), ``complete`` (the call's work is all written).
@@ -161,133 +156,6 @@ def archive_folder(folder: Path, history_folder: Path) -> Path:
     return dest
 
 
-class FolderLock:
-    """An exclusive ``flock`` on ``folder/.ignite_seg.lock``; the file names the holder for messages.
-
-    The kernel releases a ``flock`` when its holder dies (SIGKILL included) and sees it across PID
-    namespaces, so the lock is held exactly while its holder lives, and taking it is one atomic
-    step. A lock file nobody holds was left by a run that died: it is stale and is taken over
-    with a warning. (A file that names a live process of this host but is not held, as written
-    by an ignite_seg older than the ``flock``, is respected.)
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / LOCK_NAME
-        self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    @staticmethod
-    def holder(folder: Path) -> dict[str, Any] | None:
-        """The live holder of ``folder``'s lock, or ``None`` when unlocked or stale."""
-        try:
-            fd = os.open(folder / LOCK_NAME, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        try:
-            if not _try_flock(fd, fcntl.LOCK_SH):
-                return _read_info(fd) or {"pid": None, "host": None}
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            info = _read_info(fd)
-            return info if info is not None and _legacy_live(info) else None
-        finally:
-            os.close(fd)
-
-    def acquire(self) -> None:
-        """Take the lock, or raise :class:`FolderLockedError` naming the live holder."""
-        fd = self._locked_fd()
-        previous = _read_info(fd)
-        if previous is not None and _legacy_live(previous):
-            os.close(fd)
-            raise self._locked_error(previous)
-        if os.fstat(fd).st_size:
-            who = f"pid {previous.get('pid')} on {previous.get('host')!r}" if previous else "unreadable"
-            warnings.warn(
-                f"taking over the stale lock {str(self.path)!r} left by a process that is gone ({who})",
-                stacklevel=3,
-            )
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "created": time.time()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
-        self._fd = fd
-
-    def _locked_fd(self) -> int:
-        """An open descriptor of the lock file, flocked by us; the file is the one at ``path``."""
-        for attempt in range(LOCK_TRIES):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            if not _try_flock(fd, fcntl.LOCK_EX):
-                info = _read_info(fd)
-                os.close(fd)
-                if attempt == LOCK_TRIES - 1:
-                    raise self._locked_error(info or {"pid": "unknown", "host": "unknown"})
-                time.sleep(LOCK_RETRY_S)  # a holder() probe holds it for microseconds
-                continue
-            if _same_file(fd, self.path):
-                return fd
-            os.close(fd)  # the holder released and unlinked it meanwhile: lock the new file
-        raise self._locked_error({"pid": "unknown", "host": "unknown"})
-
-    def _locked_error(self, info: dict[str, Any]) -> FolderLockedError:
-        folder = self.path.parent
-        return FolderLockedError(
-            f"folder {str(folder)!r} is in use by process {info.get('pid')} on {info.get('host')!r} "
-            f"(lock file {str(self.path)!r}). Wait for it to finish, or use another folder."
-        )
-
-    def release(self) -> None:
-        """Remove the lock file and drop the lock (removing first: a waiting acquirer retries)."""
-        if self._fd is None:
-            return
-        try:
-            if _same_file(self._fd, self.path):
-                self.path.unlink()
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(self._fd)
-            self._fd = None
-
-
-def _try_flock(fd: int, kind: int) -> bool:
-    try:
-        fcntl.flock(fd, kind | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-def _read_info(fd: int) -> dict[str, Any] | None:
-    """The lock file's record, or ``None`` when empty or half-written."""
-    try:
-        info = json.loads(os.pread(fd, 4096, 0))
-    except ValueError:
-        return None
-    return info if isinstance(info, dict) else None
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    own = os.fstat(fd)
-    return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)
-
-
-def _legacy_live(info: dict[str, Any]) -> bool:
-    """An unheld lock file naming a live process of this host, other than this one, that
-    started before the lock was written (a later process only reused the pid)."""
-    pid = info.get("pid")
-    if info.get("host") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
-        return False
-    try:
-        return bool(psutil.Process(pid).create_time() <= float(info.get("created", 0)) + 1)
-    except (psutil.Error, TypeError, ValueError):
-        return False
-
-
 class RunFolder:
     """Paths and I/O of one run folder. Only the calling process writes it."""
 
@@ -384,7 +252,9 @@ class RunFolder:
             result.update(stopped_early=stopped is not None, stopped_epoch=stopped)
         if outcome.error:
             result["error"] = outcome.error.strip().splitlines()[-1][:500]
+        result.update(_checkpoint_facts(getattr(outcome, "checkpoints", None)))
         write_json(d / "result.json", result)
+        (d / CHECKPOINT_NAME).unlink(missing_ok=True)  # the trial is finished: it never resumes
         return result
 
     def trial_ids(self) -> list[int]:
@@ -440,6 +310,15 @@ def _write_user_file(trial: Path, name: str, blob: bytes) -> None:
         return
     (trial / name).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(trial / name, blob)
+def _checkpoint_facts(report: Any) -> dict[str, Any]:
+    """``result.json``'s record of a trial's mid-trial checkpoints: ``resumed_from_epoch`` when it
+    resumed, ``checkpoints_off`` / ``checkpoint_refused`` saying why none was written / one not loaded."""
+    facts = {
+        "resumed_from_epoch": getattr(report, "resumed_from_epoch", None),
+        "checkpoints_off": getattr(report, "off", None),
+        "checkpoint_refused": getattr(report, "refused", None),
+    }
+    return {k: v for k, v in facts.items() if v is not None}
 
 
 def _readable_record(path: Path) -> bool:

@@ -15,7 +15,7 @@ from helpers import CE, FAST_HP
 
 import ignite_seg
 from ignite_seg.storage import atomic as fileio
-from ignite_seg.storage.run_folder import LOCK_NAME
+from ignite_seg.storage.folder_lock import LOCK_NAME
 
 MLP = ("tasks", "mlp", (), {})
 BLOBS = ("tasks", "blobs", (), {})

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import ignite_seg
-from ignite_seg.storage.run_folder import LOCK_NAME, FolderLock
+from ignite_seg.storage.folder_lock import LOCK_NAME, FolderLock
 
 ROUNDS = 120
 RACERS = 4
@@ -55,7 +55,7 @@ def test_racing_processes_never_hold_the_lock_together(tmp_path):
 
 HOLD = """
 import sys, time, json, pathlib, socket
-from ignite_seg.storage.run_folder import FolderLock, LOCK_NAME
+from ignite_seg.storage.folder_lock import FolderLock, LOCK_NAME
 lock = FolderLock(pathlib.Path(sys.argv[1]))
 lock.acquire()
 if len(sys.argv) > 2:  # pretend to live in another PID namespace: the file names a pid unknown here

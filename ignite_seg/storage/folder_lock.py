@@ -1,0 +1,154 @@
+"""The run folder's lock: one run (or analysis) writes a folder at a time.
+
+An exclusive ``fcntl.flock`` on ``folder/.ignite_seg.lock`` (atomic, released by the kernel when
+the holder dies, in any PID namespace); the file records the holder (pid, host, time) for the
+error message. See docs/reliability.md.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ..exceptions import FolderLockedError
+
+__all__ = ["FolderLock", "LOCK_NAME"]
+
+LOCK_NAME = ".ignite_seg.lock"
+#: Attempts to take a lock someone holds (a :meth:`FolderLock.holder` probe holds it briefly).
+LOCK_TRIES = 5
+LOCK_RETRY_S = 0.02
+
+
+class FolderLock:
+    """An exclusive ``flock`` on ``folder/.ignite_seg.lock``; the file names the holder for messages.
+
+    The kernel releases a ``flock`` when its holder dies (SIGKILL included) and sees it across PID
+    namespaces, so the lock is held exactly while its holder lives, and taking it is one atomic
+    step. A lock file nobody holds was left by a run that died: it is stale and is taken over
+    with a warning. (A file that names a live process of this host but is not held, as written
+    by an ignite_seg older than the ``flock``, is respected.)
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK_NAME
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    @staticmethod
+    def holder(folder: Path) -> dict[str, Any] | None:
+        """The live holder of ``folder``'s lock, or ``None`` when unlocked or stale."""
+        try:
+            fd = os.open(folder / LOCK_NAME, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            if not _try_flock(fd, fcntl.LOCK_SH):
+                return _read_info(fd) or {"pid": None, "host": None}
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            info = _read_info(fd)
+            return info if info is not None and _legacy_live(info) else None
+        finally:
+            os.close(fd)
+
+    def acquire(self) -> None:
+        """Take the lock, or raise :class:`FolderLockedError` naming the live holder."""
+        fd = self._locked_fd()
+        previous = _read_info(fd)
+        if previous is not None and _legacy_live(previous):
+            os.close(fd)
+            raise self._locked_error(previous)
+        if os.fstat(fd).st_size:
+            who = f"pid {previous.get('pid')} on {previous.get('host')!r}" if previous else "unreadable"
+            warnings.warn(
+                f"taking over the stale lock {str(self.path)!r} left by a process that is gone ({who})",
+                stacklevel=3,
+            )
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "created": time.time()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self._fd = fd
+
+    def _locked_fd(self) -> int:
+        """An open descriptor of the lock file, flocked by us; the file is the one at ``path``."""
+        for attempt in range(LOCK_TRIES):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if not _try_flock(fd, fcntl.LOCK_EX):
+                info = _read_info(fd)
+                os.close(fd)
+                if attempt == LOCK_TRIES - 1:
+                    raise self._locked_error(info or {"pid": "unknown", "host": "unknown"})
+                time.sleep(LOCK_RETRY_S)  # a holder() probe holds it for microseconds
+                continue
+            if _same_file(fd, self.path):
+                return fd
+            os.close(fd)  # the holder released and unlinked it meanwhile: lock the new file
+        raise self._locked_error({"pid": "unknown", "host": "unknown"})
+
+    def _locked_error(self, info: dict[str, Any]) -> FolderLockedError:
+        folder = self.path.parent
+        return FolderLockedError(
+            f"folder {str(folder)!r} is in use by process {info.get('pid')} on {info.get('host')!r} "
+            f"(lock file {str(self.path)!r}). Wait for it to finish, or use another folder."
+        )
+
+    def release(self) -> None:
+        """Remove the lock file and drop the lock (removing first: a waiting acquirer retries)."""
+        if self._fd is None:
+            return
+        try:
+            if _same_file(self._fd, self.path):
+                self.path.unlink()
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _try_flock(fd: int, kind: int) -> bool:
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _read_info(fd: int) -> dict[str, Any] | None:
+    """The lock file's record, or ``None`` when empty or half-written."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0))
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)
+
+
+def _legacy_live(info: dict[str, Any]) -> bool:
+    """An unheld lock file naming a live process of this host, other than this one, that
+    started before the lock was written (a later process only reused the pid)."""
+    pid = info.get("pid")
+    if info.get("host") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        return bool(psutil.Process(pid).create_time() <= float(info.get("created", 0)) + 1)
+    except (psutil.Error, TypeError, ValueError):
+        return False
