@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,7 +36,8 @@ def panel_info(task: str, hparams: Path, grid: dict[str, Any]) -> Panel:
     sweep = np.load(hparams / "lr_vs_perf.npz")
     final = json.loads((hparams / "final.json").read_text())
     batch = int(final["batch_size"])
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # LRs past every repeat's cut: an empty mean, NaN
         loss = np.nanmean(sweep["holdout_losses_smoothed"], axis=0)
     col = grid["batches"].index(batch) if batch in grid["batches"] else 0
     return Panel(task, sweep["lrs"], loss, (final["lr_start"], final["lr_end"]), sweep["diverged_lr"], batch,
@@ -61,9 +63,46 @@ def rule_table(hparams: Path, grid: dict[str, Any]) -> dict[str, float]:
     p = panel_info("", hparams, grid)
     sweep = np.load(hparams / "lr_vs_perf.npz")
     k_min = int(np.nanargmin(mean_curve(sweep["holdout_losses_smoothed"], 0.51)))
-    cut = float(np.nanmedian(np.where(np.isfinite(sweep["diverged_lr"]), sweep["diverged_lr"], p.lrs[-1])))
+    cuts = _rule_and_choice(hparams)[1].diverged_lr  # where each repeat's training loss diverged (the cut)
+    cut = float(np.nanmedian(np.where(np.isfinite(cuts), cuts, p.lrs[-1])))
     return {"batch": p.batch, "chosen_lr_end": float(p.lr_range[1]), "sweep_minimum": float(p.lrs[k_min]),
             "median_cut": cut, "grid_optimum": grid_optimum(p.grid_lrs, p.grid_perf)}
+
+
+def _rule_and_choice(hparams: Path) -> tuple[Any, Any]:
+    """The ``fast`` preset's range rule and its choice on a kept tune's final sweep."""
+    from ignite_seg.config.hyperparameters import get_preset
+    from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range
+
+    sweep = np.load(hparams / "lr_vs_perf.npz")
+    s, lrs = get_preset("fast"), sweep["lrs"]
+    rule = RangeRule(window=max(1, int(round(s.lr_smooth_frac * lrs.size))) | 1, diverge_th=s.diverge_th,
+                     regain=s.diverge_regain, steep_frac=s.lr_steep_frac, window_decades=s.lr_window_decades,
+                     min_span_decades=s.lr_min_span_decades)
+    return rule, choose_lr_range(lrs, sweep["losses"], rule, curves=sweep["holdout_losses"])
+
+
+def variants(hparams: Path) -> dict[str, float]:
+    """``lr_end`` that the range rule gives on one kept tune's final sweep when one of its parts changes:
+    the hypotheses of issue 18 (the valley rule, the held-out slice, the divergence cut) tested offline."""
+    import dataclasses
+
+    from ignite_seg.tuning.lr_range import choose_lr_range
+
+    sweep = np.load(hparams / "lr_vs_perf.npz")
+    lrs, train, held = sweep["lrs"], sweep["losses"], sweep["holdout_losses"]
+    rule = _rule_and_choice(hparams)[0]
+    out = {
+        "as chosen (held-out, cut, window)": choose_lr_range(lrs, train, rule, curves=held).lr_max,
+        "training loss instead of held-out": choose_lr_range(lrs, train, rule, valley_curves=held).lr_max,
+        "no regain cut, 4x divergence": choose_lr_range(
+            lrs, train, dataclasses.replace(rule, regain=None, diverge_th=4.0), curves=held).lr_max,
+        "steep_frac 0.1 (wider stretch)": choose_lr_range(
+            lrs, train, dataclasses.replace(rule, steep_frac=0.1), curves=held).lr_max,
+        "no window (whole sweep)": choose_lr_range(
+            lrs, train, dataclasses.replace(rule, window_decades=None), curves=held).lr_max,
+    }
+    return {k: float(v) for k, v in out.items()}
 
 
 def plot_panels(panels: list[Panel]):  # type: ignore[no-untyped-def]
@@ -95,7 +134,7 @@ def plot_panels(panels: list[Panel]):  # type: ignore[no-untyped-def]
     for ax in fig.axes[:1] + fig.axes[len(panels):len(panels) + 1]:  # the first panel and its right axis
         h, lab = ax.get_legend_handles_labels()
         handles, labels = handles + h, labels + lab
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
@@ -117,6 +156,12 @@ def main() -> None:
             panels.append(panel_info(task, folder, json.loads(grid_path.read_text())))
     fig = plot_panels(panels)
     fig.savefig(args.png, dpi=70)
+    for folder in sorted(Path(args.runs).iterdir()):
+        task = next((t for t in args.tasks.split(",") if folder.name.startswith(t + "_")), None)
+        if task and (Path(args.cache) / f"grid_{task}.json").exists():
+            row = rule_table(folder, json.loads((Path(args.cache) / f"grid_{task}.json").read_text()))
+            print(folder.name, " ".join(f"{k} {v:.3g}" for k, v in row.items()), flush=True)
+            print("   ", "; ".join(f"{k}: {v:.3g}" for k, v in variants(folder).items()), flush=True)
 
 
 if __name__ == "__main__":
