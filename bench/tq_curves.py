@@ -1,8 +1,8 @@
 """The figure of issue 18: each task's LR sweep against the grid, with the tuner's range marked.
 
 One panel per task: the mean held-out loss of the sweep whose range the tuner used (at the chosen
-batch size) against the learning rate, the chosen ``[lr_start, lr_end]`` shaded, each repeat's
-divergence cut as a tick; on the right axis the grid's mean validation perf against the cell's peak
+batch size) against the learning rate, the chosen ``[lr_start, lr_end]`` shaded, where each
+repeat stopped (diverged) as a red line; on the right axis the grid's mean validation perf against the cell's peak
 LR at the same batch size, its best cell marked. Reads the folders ``part_presets`` keeps
 (``--keep``) and the grid JSON::
 
@@ -115,8 +115,8 @@ def plot_panels(panels: list[Panel]):  # type: ignore[no-untyped-def]
     for ax, p in zip(axes[0], panels):
         ax.plot(p.lrs, p.loss, color="C0", label="sweep: held-out loss (mean)")
         ax.axvspan(*p.lr_range, color="C0", alpha=0.15, label="chosen lr_start..lr_end")
-        for cut in p.cuts[np.isfinite(p.cuts)]:
-            ax.axvline(cut, color="C3", lw=0.6, alpha=0.6)
+        for i, cut in enumerate(p.cuts[np.isfinite(p.cuts)]):
+            ax.axvline(cut, color="C3", lw=0.6, alpha=0.6, label="a repeat stopped (diverged)" if i == 0 else None)
         ax.set_xscale("log")
         ax.set_xlabel("learning rate (peak LR for the grid)")
         ax.set_title(f"{p.task}, batch {p.batch}")
