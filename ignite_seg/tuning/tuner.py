@@ -46,7 +46,7 @@ from ..storage.schemas import (
     ScheduleStep,
 )
 from .batch_runs import BatchSearch, batch_search
-from .batch_search import batch_candidates, centre_batch, scale_lr
+from .batch_search import LR_SCALING, batch_candidates, centre_batch, scale_lr
 from .context import TuneRun, derive_seed, last_line, run_tasks
 from .lr_range import (
     LRRangeChoice,
@@ -163,7 +163,7 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
                               search.rung_losses).write(t.hparams / SAMPLED_NPZ)
     t.misc.record(batch_size=BatchSizeStep(
         noise_scale=noise, centre=centre, noise_batch_frac=s.noise_batch_frac, candidates=search.bss,
-        chosen=batch_size, reason=reason, rungs=search.rungs, lr_scaling="linear in the batch size",
+        chosen=batch_size, reason=reason, rungs=search.rungs, lr_scaling=LR_SCALING,
     ))
     return batch_size
 
@@ -182,7 +182,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
             f", pooled with the first sweep's {len(pooled)} repeat(s)" if pooled else "")
     else:
         lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
-        lr_how = f"swept at batch size {b0}, scaled linearly by {batch_size}/{b0}"
+        lr_how = f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})"
     logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, lr_how)
     return lr_min, lr_max, lr_how
 
