@@ -9,7 +9,8 @@ Every parallel piece (sweep repeats, candidate runs) is a task of :mod:`ignite_s
 the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner`; the maths lives in the pure modules
 :mod:`~ignite_seg.tuning.lr_range`, :mod:`~ignite_seg.tuning.noise_scale`, :mod:`~ignite_seg.tuning.batch_search` and
 :mod:`~ignite_seg.tuning.schedule`. Only this process writes files, each atomically as its step ends,
-``hparams/final.json`` last: a tune killed half way is redone on continuation. What each file in
+``hparams/final.json`` last. Each finished task is kept in ``hparams/tasks/``
+(:mod:`~ignite_seg.tuning.task_store`): a tune killed half way resumes from its finished tasks. What each file in
 ``hparams/`` holds is its record in :mod:`ignite_seg.storage.schemas`.
 """
 from __future__ import annotations
@@ -59,6 +60,7 @@ from .lr_range import (
 )
 from .noise_scale import pooled_noise_scale
 from .schedule import choose_schedule
+from .task_store import TASKS_DIR, TaskStore
 
 __all__ = ["tune", "holdout_indices", "derive_seed"]
 
@@ -133,7 +135,8 @@ def _start(
     misc = MiscLog(rf.hparams / MISC_JSON, settings.to_dict(), seed, n_train, len(holdout))
     logger.info("tuning on %d training items (%d held out to measure perf; the validation set is not used)",
                 n_train, len(holdout))
-    return TuneRun(runner, settings, recipe, seed, n_train, n_train - len(holdout), misc, rf.hparams)
+    return TuneRun(runner, settings, recipe, seed, n_train, n_train - len(holdout), misc, rf.hparams,
+                   store=TaskStore(rf.hparams / TASKS_DIR))
 
 
 def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
