@@ -36,6 +36,8 @@ setup(
             "dask[distributed]>=2023.1",
             "ray>=2.5",
             "tensorboard>=2.10",
+            "optuna>=3.0",  # bench/tune_quality.py --anchors only
+            "prodigyopt>=1.0",  # bench/tune_quality.py --anchors only
         ],
     },
     classifiers=["Programming Language :: Python :: 3", "Topic :: Scientific/Engineering :: Artificial Intelligence"],

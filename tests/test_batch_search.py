@@ -114,9 +114,13 @@ def test_paired_test_ties_a_noisy_lead_and_keeps_a_consistent_one():
     assert not_worse_paired(gappy, 2)[0]
 
 
-def test_linear_lr_scaling():
-    assert scale_lr(0.1, 128, 32) == pytest.approx(0.4)
+def test_lr_scaling_is_linear_down_and_square_root_up():
+    # down: the linear rule (a quarter of the batch, a quarter of the LR)
     assert scale_lr(0.1, 8, 32) == pytest.approx(0.025)
+    assert scale_lr(0.1, 32, 32) == pytest.approx(0.1)
+    # up: 4x the batch, 2x the LR (linearly it was 0.4, which diverged on the benchmark's CNN)
+    assert scale_lr(0.1, 128, 32) == pytest.approx(0.2)
+    assert scale_lr(0.5, 32, 16) == pytest.approx(0.5 * 2**0.5)
 
 
 def test_schedule_from_dataset_size():

@@ -14,7 +14,7 @@ from ignite_seg import ConfigError, HyperparameterSettings, TuningError, get_pre
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.runtime.tasks import TaskRunner
 from ignite_seg.storage.run_folder import RunFolder
-from ignite_seg.tuning.batch_search import centre_batch
+from ignite_seg.tuning.batch_search import centre_batch, scale_lr
 from ignite_seg.tuning.tuner import tune
 
 MLP = ("tasks", "mlp", (), {})
@@ -102,9 +102,9 @@ def test_train_fastest_writes_every_file_and_trains_with_the_choice(tmp_path):
     # fastest: the batch size is the grid point nearest a fraction of the noise scale; LR scaled from the sweep's batch size
     assert final["batch_size"] == centre_batch(
         float(bs["noise_scale"]) * s.noise_batch_frac, s.batch_start, s.batch_end, s.batch_step, fallback=s.initial_batch_size)
-    ratio = final["batch_size"] / s.initial_batch_size
-    assert final["lr_start"] == pytest.approx(lr["lr_range"][0] * ratio)
-    assert final["lr_end"] == pytest.approx(lr["lr_range"][1] * ratio)
+    b, b0 = final["batch_size"], s.initial_batch_size
+    assert final["lr_start"] == pytest.approx(scale_lr(lr["lr_range"][0], b, b0))
+    assert final["lr_end"] == pytest.approx(scale_lr(lr["lr_range"][1], b, b0))
     assert len(res.completed) == 2 and min(t.perf_val for t in res.completed) > 0.8
     run = strict_json(tmp_path / "run" / "run.json")
     assert run["hyperparameters"]["kind"] == "tuned" and run["hyperparameters"]["batch_pts"] == 0

@@ -131,7 +131,8 @@ class HyperparameterSettings(JsonRecord):
        ``batch_start * batch_step**k <= batch_end`` around ``noise_batch_frac`` times it (at a
        fixed number of examples, a batch of ``B`` makes the progress of ``1 / (1 + B / B_noise)``
        of the examples, McCandlish et al. eq. 2.11: 80% at a quarter of the noise scale), each scored by
-       ``batch_rn_min_inits`` short runs of ``batch_sweep_len`` epochs with the LR scaled linearly;
+       ``batch_rn_min_inits`` short runs of ``batch_sweep_len`` epochs with the LR scaled (linearly
+       in the batch size below ``initial_batch_size``, by its square root above: ``scale_lr``);
        after each rung the best ``1/batch_eta`` continue with ``batch_eta`` times the budget. The
        ranking is by held-out ``batch_score``: the loss (default: continuous, so less noisy on a
        small slice than an accuracy) or the perf, the other breaking ties. At every rung, the

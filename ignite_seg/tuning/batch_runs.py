@@ -16,7 +16,7 @@ from ..config.hyperparameters import HyperparameterSettings
 from ..engine.sweeps import BatchRunResult, BatchRunTask, run_batch_trial
 from ..exceptions import TuningError
 from ..storage.schemas import BatchSearchProgress, Rung, RungNote
-from .batch_search import halving_survivors, rank_scores, rank_with_ties, scale_lr
+from .batch_search import LR_SCALING, halving_survivors, rank_scores, rank_with_ties, scale_lr
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
 __all__ = ["BatchSearch", "batch_search"]
@@ -52,7 +52,8 @@ def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, bud
         search.rungs.append(RungNote("a single candidate: no runs needed"))
         return search
     alive = np.arange(len(cands))
-    logger.info("batch-size candidates %s (LR scaled linearly from batch size %d)", cands, t.s.initial_batch_size)
+    logger.info("batch-size candidates %s (LR scaled from batch size %d: %s)", cands, t.s.initial_batch_size,
+                LR_SCALING)
     while True:
         tasks = [
             BatchRunTask(

@@ -6,6 +6,7 @@ charges the compute to a stage of ``misc.json``.
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,11 @@ from ..config.hyperparameters import HyperparameterSettings
 from ..engine.sweeps import RecipeSpec
 from ..runtime.tasks import TaskLost, TaskRunner
 from ..storage.schemas import MiscLog
+from .task_store import TaskStore
 
 __all__ = ["derive_seed", "TuneRun", "run_tasks", "last_line"]
+
+logger = logging.getLogger(__name__)
 
 
 def derive_seed(seed: int, *path: int | str) -> int:
@@ -41,21 +45,36 @@ class TuneRun:
     n_fit: int
     misc: MiscLog
     hparams: Path
+    #: finished tasks of this folder's tunes: a tune killed half way resumes from them
+    store: TaskStore | None = None
 
 
 def run_tasks(
     t: TuneRun, fn: Callable[[Any], Any], tasks: Sequence[Any], desc: str, stage: str, failed: Callable[[Any, str], Any],
 ) -> dict[Hashable, Any]:
-    """Run ``tasks`` on the runner with a progress bar; lost tasks become ``failed(task, error)``."""
+    """Run ``tasks`` on the runner with a progress bar; lost tasks become ``failed(task, error)``.
+
+    A task whose identical twin already finished in this folder (``t.store``: a tune killed half way)
+    is not run again: its kept result is used, and only the tasks run now are charged to ``stage``.
+    """
     t0 = time.perf_counter()
-    out: dict[Hashable, Any] = {}
-    with tqdm(total=len(tasks), desc=desc, unit="run", mininterval=0.5, leave=False) as bar:
-        for item in t.runner.map_unordered(fn, tasks, key=lambda task: task.key):
+    kept = {task.key: t.store.load(task) for task in tasks} if t.store is not None else {}
+    out: dict[Hashable, Any] = {k: r for k, r in kept.items() if r is not None}
+    todo = [task for task in tasks if task.key not in out]
+    by_key = {task.key: task for task in todo}
+    ran: list[Any] = []
+    with tqdm(total=len(todo), desc=desc, unit="run", mininterval=0.5, leave=False) as bar:
+        for item in t.runner.map_unordered(fn, todo, key=lambda task: task.key):
             res = failed(item.task, item.error) if isinstance(item, TaskLost) else item
             out[res.key] = res
+            ran.append(res)
+            if t.store is not None:
+                t.store.save(by_key[res.key], res)
             bar.update(1)
-    t.misc.charge(stage, sum(r.seconds for r in out.values()), sum(r.examples for r in out.values()),
-                  time.perf_counter() - t0)
+    if len(todo) < len(tasks):
+        logger.info("%s: %d of %d task(s) finished before (kept in %s), not run again", desc,
+                    len(tasks) - len(todo), len(tasks), t.store.folder if t.store else "")
+    t.misc.charge(stage, sum(r.seconds for r in ran), sum(r.examples for r in ran), time.perf_counter() - t0)
     return out
 
 

@@ -9,7 +9,8 @@ Every parallel piece (sweep repeats, candidate runs) is a task of :mod:`ignite_s
 the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner`; the maths lives in the pure modules
 :mod:`~ignite_seg.tuning.lr_range`, :mod:`~ignite_seg.tuning.noise_scale`, :mod:`~ignite_seg.tuning.batch_search` and
 :mod:`~ignite_seg.tuning.schedule`. Only this process writes files, each atomically as its step ends,
-``hparams/final.json`` last: a tune killed half way is redone on continuation. What each file in
+``hparams/final.json`` last. Each finished task is kept in ``hparams/tasks/``
+(:mod:`~ignite_seg.tuning.task_store`): a tune killed half way resumes from its finished tasks. What each file in
 ``hparams/`` holds is its record in :mod:`ignite_seg.storage.schemas`.
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ from ..storage.schemas import (
     ScheduleStep,
 )
 from .batch_runs import BatchSearch, batch_search
-from .batch_search import batch_candidates, centre_batch, scale_lr
+from .batch_search import LR_SCALING, batch_candidates, centre_batch, scale_lr
 from .context import TuneRun, derive_seed, last_line, run_tasks
 from .lr_range import (
     LRRangeChoice,
@@ -59,6 +60,7 @@ from .lr_range import (
 )
 from .noise_scale import pooled_noise_scale
 from .schedule import choose_schedule
+from .task_store import TASKS_DIR, TaskStore
 
 __all__ = ["tune", "holdout_indices", "derive_seed"]
 
@@ -133,7 +135,8 @@ def _start(
     misc = MiscLog(rf.hparams / MISC_JSON, settings.to_dict(), seed, n_train, len(holdout))
     logger.info("tuning on %d training items (%d held out to measure perf; the validation set is not used)",
                 n_train, len(holdout))
-    return TuneRun(runner, settings, recipe, seed, n_train, n_train - len(holdout), misc, rf.hparams)
+    return TuneRun(runner, settings, recipe, seed, n_train, n_train - len(holdout), misc, rf.hparams,
+                   store=TaskStore(rf.hparams / TASKS_DIR))
 
 
 def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
@@ -163,7 +166,7 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
                               search.rung_losses).write(t.hparams / SAMPLED_NPZ)
     t.misc.record(batch_size=BatchSizeStep(
         noise_scale=noise, centre=centre, noise_batch_frac=s.noise_batch_frac, candidates=search.bss,
-        chosen=batch_size, reason=reason, rungs=search.rungs, lr_scaling="linear in the batch size",
+        chosen=batch_size, reason=reason, rungs=search.rungs, lr_scaling=LR_SCALING,
     ))
     return batch_size
 
@@ -182,7 +185,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
             f", pooled with the first sweep's {len(pooled)} repeat(s)" if pooled else "")
     else:
         lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
-        lr_how = f"swept at batch size {b0}, scaled linearly by {batch_size}/{b0}"
+        lr_how = f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})"
     logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, lr_how)
     return lr_min, lr_max, lr_how
 
