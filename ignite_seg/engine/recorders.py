@@ -88,8 +88,8 @@ class ThroughTimeRecorder(CurveRecorder):
 
     def snapshot(self, engine: Engine) -> None:
         values = {"epochs": engine.state.iteration / self.iters_per_epoch}
-        for part, batches in self.sets.items():
-            for metric, value in self.scorer.measure(self.model, batches).items():
+        for part, measured in self.scorer.measure_parts(self.model, self.sets).items():
+            for metric, value in measured.items():
                 values[curve_key(metric, part)] = value
         self.append(**values)
 
