@@ -28,7 +28,7 @@ from ignite_seg.engine.trainer import TrialTask, run_trial
 
 
 def plain_loop(epochs: int, batch_size: int, lr: tuple[float, float], cycle_epochs: float, seed: int,
-               tensor_batches: bool, per_epoch: int = 10) -> float:
+               tensor_batches: bool, per_epoch: int = 10, stamps: list[float] | None = None) -> float:
     import digits
 
     torch.manual_seed(seed)
@@ -65,6 +65,8 @@ def plain_loop(epochs: int, batch_size: int, lr: tuple[float, float], cycle_epoc
         else:
             batches = iter(loader)
         for x, y in batches:
+            if stamps is not None:  # bench/per_step.py: the start of every step
+                stamps.append(time.perf_counter())
             phase = (it % cycle) / cycle
             frac = 2 * phase if phase < 0.5 else 2 - 2 * phase
             for g in opt.param_groups:
