@@ -112,3 +112,10 @@ def test_measure_parts_switches_the_model_to_eval_once_and_measures_each_part_li
     got = scorer.measure_parts(model, parts)
     assert switches == [False, True] and model.training  # eval() once, then the mode restored
     assert got == {part: scorer.measure(model, batches) for part, batches in parts.items()}
+
+
+@pytest.mark.parametrize("ignore_index", [-100, 1])
+def test_padding_never_counts_whether_or_not_its_index_is_a_class(ignore_index):
+    out = torch.tensor([[[3.0, 0.0, 0.0, 0.0], [0.0, 3.0, 3.0, 0.0], [0.0, 0.0, 0.0, 3.0]]])  # (N=1, C=3, L=4): 0, 1, 1, 2
+    y = torch.tensor([[0, ignore_index, ignore_index, 0]])  # one right, two padding (predicted 1), one wrong
+    assert _score(TokenAccuracy(ignore_index=ignore_index), (out, y)) == 0.5

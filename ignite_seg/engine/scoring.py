@@ -68,11 +68,13 @@ class TokenAccuracy(Metric):
         pred = y_pred.argmax(dim=1)
         if y.shape == y_pred.shape and y_pred.ndim >= 2:  # one-hot / probabilities
             right, counted = pred == y.argmax(dim=1), pred.numel()
-        elif self.ignore_index is not None:
-            mask = y != self.ignore_index
-            right, counted = (pred == y) & mask, int(mask.sum())
-        else:
+        elif self.ignore_index is None:
             right, counted = pred == y, y.numel()
+        else:
+            valid = y != self.ignore_index
+            right, counted = pred == y, int(valid.sum())
+            if 0 <= self.ignore_index < y_pred.shape[1]:  # else no prediction can equal it: no mask needed
+                right &= valid
         self._correct += int(right.sum())
         self._counted += counted
 
