@@ -32,10 +32,16 @@ def lazy_images(n_train: int = 50_000, n_val: int = 10_000):
 
 class StampedCNN(nn.Module):
     """A small CNN that writes the time of its first training step to ``$BENCH_FIRST_STEP`` and
-    stops the trial after ``$BENCH_STOP_AFTER`` training steps (the benchmark needs no more)."""
+    stops the trial after ``$BENCH_STOP_AFTER`` training steps (the benchmark needs no more).
+    The time it is built goes to ``$BENCH_FIRST_STEP.built`` (the last one built is the trial's:
+    the caller's probe builds one first)."""
 
     def __init__(self) -> None:
         super().__init__()
+        path = os.environ.get("BENCH_FIRST_STEP")
+        if path:
+            with open(path + ".built", "w") as f:
+                f.write(repr(time.time()))
         self.net = nn.Sequential(
             nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(4),
             nn.Flatten(), nn.Linear(8 * 8 * 8, 10),

@@ -39,7 +39,8 @@ WARMUP_EPOCHS = 2.0
 
 
 def plain_loop(epochs: int, batch_size: int, lr: tuple[float, float], cycle_epochs: float, seed: int,
-               tensor_batches: bool, per_epoch: int = 10, features: bool = False) -> float:
+               tensor_batches: bool, per_epoch: int = 10, features: bool = False,
+               stamps: list[float] | None = None) -> float:
     import digits
 
     torch.manual_seed(seed)
@@ -87,6 +88,8 @@ def plain_loop(epochs: int, batch_size: int, lr: tuple[float, float], cycle_epoc
         else:
             batches = iter(loader)
         for x, y in batches:
+            if stamps is not None:  # bench/per_step.py: the start of every step
+                stamps.append(time.perf_counter())
             if it < warmup:  # from 0 up to the schedule's first value
                 rate = lr[0] * it / (warmup - 1)
             else:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -31,6 +33,16 @@ from ignite_seg.engine.trainer import TrialTask, run_trial
 LISTED = ("real_bench", "digits_listed", (), {})
 
 
+def _import_floor() -> float:
+    """Seconds a fresh interpreter takes to import what a trial worker needs (the fork server's preload)."""
+    from ignite_seg.api import WORKER_PRELOAD
+
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import " + ", ".join(WORKER_PRELOAD)], check=True,
+                   env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    return time.perf_counter() - t
+
+
 def part_lazy() -> None:
     stamp = tempfile.mktemp(prefix="first_step_")
     os.environ["BENCH_FIRST_STEP"] = stamp
@@ -43,9 +55,13 @@ def part_lazy() -> None:
                      hyperparameters=hp, analysis="none", allow_later_analysis_up_to="none", trials=1,
                      trials_strict=True, cores=1, seed=0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    first = float(open(stamp).read()) - t0 if os.path.exists(stamp) else float("nan")
+    first, built = (float(open(p).read()) - t0 if os.path.exists(p) else float("nan") for p in (stamp, stamp + ".built"))
     print(f"[lazy] 50,000 items of 3x32x32: caller peak RSS {peak:.0f} MiB (at start {rss0:.0f} MiB; goal <= 500), "
           f"first training step {first:.2f} s after the call (goal <= 3 s)")
+    print(f"[lazy]   of which: model built in the trial worker at {built:.2f} s (fork server's imports, worker start), "
+          f"then {first - built:.2f} s to the first step (snapshot subsets read, epoch-0 snapshot); "
+          f"a fresh interpreter importing the worker's modules alone: {_import_floor():.2f} s; "
+          f"load {os.getloadavg()[0]:.1f}")
 
 
 def _snapshot_subsets(train_set, val_set, seed: int):
@@ -54,7 +70,8 @@ def _snapshot_subsets(train_set, val_set, seed: int):
     return [np.sort(rng.choice(len(ds), m, replace=False)) for ds in (train_set, val_set)]
 
 
-def plain_loader_loop(epochs: int, hp: ignite_seg.FixedHyperparameters, seed: int, per_epoch: int = 10) -> float:
+def plain_loader_loop(epochs: int, hp: ignite_seg.FixedHyperparameters, seed: int, per_epoch: int = 10,
+                      stamps: list[float] | None = None) -> float:
     """The loop a user writes around a DataLoader over a map-style dataset, with the same measurements."""
     import digits
     import real_bench
@@ -86,6 +103,8 @@ def plain_loader_loop(epochs: int, hp: ignite_seg.FixedHyperparameters, seed: in
     it = 0
     for _ in range(epochs):
         for x, y in loader:
+            if stamps is not None:  # bench/per_step.py: the start of every step
+                stamps.append(time.perf_counter())
             phase = (it % cycle) / cycle
             frac = 2 * phase if phase < 0.5 else 2 - 2 * phase
             for g in opt.param_groups:

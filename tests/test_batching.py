@@ -114,3 +114,16 @@ def test_a_loader_returning_neither_pair_nor_data_is_refused():
 def test_default_prepare_batch_says_what_to_pass_for_dict_batches():
     with pytest.raises(TypeError, match="prepare_batch"):
         default_prepare_batch({"x": torch.zeros(1), "y": torch.zeros(1)}, "cpu")
+
+
+def test_default_prepare_batch_moves_a_pair_of_tensors_like_ignites_convert_tensor():
+    from ignite.utils import convert_tensor
+
+    x, y = torch.randn(4, 3), torch.arange(4)
+    kept = default_prepare_batch((x, y), None, False)
+    assert kept[0] is x and kept[1] is y  # no device: the tensors as they are
+    moved = default_prepare_batch([x, y], torch.device("cpu"), True)
+    expected = (convert_tensor(x, torch.device("cpu"), True), convert_tensor(y, torch.device("cpu"), True))
+    assert all(torch.equal(a, b) and a.dtype == b.dtype and a.device == b.device for a, b in zip(moved, expected))
+    nested = default_prepare_batch(((x, {"extra": y}), y), "cpu", False)  # any other batch: convert_tensor's walk
+    assert torch.equal(nested[0][0], x) and torch.equal(nested[0][1]["extra"], y) and isinstance(nested[0][1], dict)

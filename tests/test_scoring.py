@@ -98,3 +98,24 @@ def test_the_loss_is_the_batch_size_weighted_mean_of_the_float32_batch_losses_su
         metric.update((out, y))
     expected = sum(float(loss_fn(out, y).item()) * len(y) for out, y in batches) / sum(len(y) for _, y in batches)
     assert metric.compute() == expected  # exactly: the old plain-loop evaluation's numbers
+
+
+def test_measure_parts_switches_the_model_to_eval_once_and_measures_each_part_like_measure():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Dropout(0.5), torch.nn.Linear(4, 2))
+    switches = []
+    model.train = lambda mode=True, _train=model.train: (switches.append(mode), _train(mode))[1]
+    parts = {p: [(torch.randn(n, 3), torch.randint(0, 2, (n,)))] for p, n in (("train", 7), ("val", 5), ("val_b", 3))}
+    scorer = Scorer(torch.nn.CrossEntropyLoss(), "classification")
+    model.train()
+    switches.clear()
+    got = scorer.measure_parts(model, parts)
+    assert switches == [False, True] and model.training  # eval() once, then the mode restored
+    assert got == {part: scorer.measure(model, batches) for part, batches in parts.items()}
+
+
+@pytest.mark.parametrize("ignore_index", [-100, 1])
+def test_padding_never_counts_whether_or_not_its_index_is_a_class(ignore_index):
+    out = torch.tensor([[[3.0, 0.0, 0.0, 0.0], [0.0, 3.0, 3.0, 0.0], [0.0, 0.0, 0.0, 3.0]]])  # (N=1, C=3, L=4): 0, 1, 1, 2
+    y = torch.tensor([[0, ignore_index, ignore_index, 0]])  # one right, two padding (predicted 1), one wrong
+    assert _score(TokenAccuracy(ignore_index=ignore_index), (out, y)) == 0.5

@@ -1,13 +1,14 @@
 """The trial engine's parts, in this process (the workers run the same code)."""
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
 import pytest
 import real_tasks
 import torch
-from tasks import blobs, mlp
+from tasks import blobs, blobs_list, mlp
 
 from ignite_seg.config.hyperparameters import FixedHyperparameters
 from ignite_seg.config.specs import normalize_spec
@@ -152,3 +153,36 @@ def test_a_cached_item_dataset_trains_exactly_like_the_same_tensors():
     assert cached.metrics == tensors.metrics
     for key, values in tensors.throughtime.items():
         np.testing.assert_array_equal(cached.throughtime[key], values)
+
+
+def _general_prepare(batch, device=None, non_blocking=False):
+    """ignite's own prepare_batch for ``(x, y)`` pairs (``convert_tensor`` on each side): the general path."""
+    from ignite.utils import convert_tensor
+
+    return convert_tensor(batch[0], device, non_blocking), convert_tensor(batch[1], device, non_blocking)
+
+
+def general_prepare_data(loader):
+    """The sets of ``loader()`` with :func:`_general_prepare` as the recipe's prepare_batch."""
+    train, val = loader()
+    return Data(train, val, prepare_batch=_general_prepare)
+
+
+@pytest.mark.parametrize("dataset", [blobs, blobs_list], ids=["tensor path", "DataLoader path"])
+def test_the_per_step_fast_paths_train_bit_for_bit_like_the_general_path(dataset):
+    """The default prepare_batch's shortcut for tensor pairs changes no bit of a trial (model, snapshots,
+    hidden layers, final metrics) against ignite's ``convert_tensor`` on both sides, on both data paths."""
+    def trial(loader):
+        return run_trial(TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=normalize_spec(loader, "d"),
+                                   loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP,
+                                   accuracy_style="classification", seed=5, device="cpu", record_hidden=True))
+
+    fast, general = trial(dataset), trial(functools.partial(general_prepare_data, dataset))
+    assert fast.status == general.status == "completed"
+    assert fast.model == general.model and fast.model_init == general.model_init
+    assert fast.metrics == general.metrics
+    assert fast.throughtime.keys() == general.throughtime.keys()
+    for key, values in general.throughtime.items():
+        np.testing.assert_array_equal(fast.throughtime[key], values)
+    for key, values in general.hidden.items():
+        np.testing.assert_array_equal(fast.hidden[key], values)

@@ -132,7 +132,12 @@ def default_prepare_batch(batch: Any, device: torch.device | str | None = None, 
             f"a batch of type {type(batch).__name__} is not an (input, target) pair; return "
             "ignite_seg.Data(train, val, prepare_batch=...) from the dataset loader to say how to split it"
         )
-    return convert_tensor(batch[0], device, non_blocking), convert_tensor(batch[1], device, non_blocking)
+    x, y = batch
+    if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):  # the usual batch: skip convert_tensor's walk
+        if device is None:
+            return x, y
+        return x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
+    return convert_tensor(x, device, non_blocking), convert_tensor(y, device, non_blocking)
 
 
 def tensor_pair(dataset: Any) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -87,14 +87,17 @@ class ThroughTimeRecorder(CurveRecorder):
             engine.register_events(*SnapshotEvents)
         if not engine.has_event_handler(self.snapshot, Events.STARTED):
             engine.add_event_handler(Events.STARTED, self.snapshot)
-            engine.add_event_handler(
-                Events.ITERATION_COMPLETED(event_filter=lambda _e, it: it in self._when), self.snapshot
-            )
+            # a plain handler, not an event filter: ignite's filter wrapper costs a few Python calls every step
+            engine.add_event_handler(Events.ITERATION_COMPLETED, self._snapshot_when_due)
+
+    def _snapshot_when_due(self, engine: Engine) -> None:
+        if engine.state.iteration in self._when:
+            self.snapshot(engine)
 
     def snapshot(self, engine: Engine) -> None:
         values = {"epochs": engine.state.iteration / self.iters_per_epoch}
-        for part, batches in self.sets.items():
-            for metric, value in self.scorer.measure(self.model, batches).items():
+        for part, measured in self.scorer.measure_parts(self.model, self.sets).items():
+            for metric, value in measured.items():
                 values[curve_key(metric, part)] = value
         self.append(**values)
         if engine.has_registered_events(SnapshotEvents.SNAPSHOT_COMPLETED):

@@ -59,24 +59,28 @@ class TokenAccuracy(Metric):
 
     @reinit__is_reduced
     def reset(self) -> None:
-        self._correct = torch.tensor(0, dtype=torch.long, device=self._device)
-        self._counted = torch.tensor(0, dtype=torch.long, device=self._device)
+        self._correct = 0
+        self._counted = 0
 
     @reinit__is_reduced
     def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
         y_pred, y = output[0].detach(), output[1].detach()
         pred = y_pred.argmax(dim=1)
         if y.shape == y_pred.shape and y_pred.ndim >= 2:  # one-hot / probabilities
-            mask = torch.ones_like(pred, dtype=torch.bool)
-            y = y.argmax(dim=1)
+            right, counted = pred == y.argmax(dim=1), pred.numel()
+        elif self.ignore_index is None:
+            right, counted = pred == y, y.numel()
         else:
-            mask = y != self.ignore_index if self.ignore_index is not None else torch.ones_like(y, dtype=torch.bool)
-        self._correct += ((pred == y) & mask).sum().to(self._device)
-        self._counted += mask.sum().to(self._device)
+            valid = y != self.ignore_index
+            right, counted = pred == y, int(valid.sum())
+            if 0 <= self.ignore_index < y_pred.shape[1]:  # else no prediction can equal it: no mask needed
+                right &= valid
+        self._correct += int(right.sum())
+        self._counted += counted
 
     @sync_all_reduce("_correct", "_counted")
     def compute(self) -> float:
-        if int(self._counted) == 0:
+        if self._counted == 0:
             raise NotComputableError("TokenAccuracy needs at least one counted target")
         return float(self._correct) / float(self._counted)
 
@@ -102,8 +106,8 @@ class MultiLabelAccuracy(Metric):
 
     @reinit__is_reduced
     def reset(self) -> None:
-        self._sum = torch.tensor(0.0, dtype=torch.float64, device=self._device)
-        self._n = torch.tensor(0, dtype=torch.long, device=self._device)
+        self._sum = 0.0  # a Python float is a float64
+        self._n = 0
 
     @reinit__is_reduced
     def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
@@ -112,14 +116,14 @@ class MultiLabelAccuracy(Metric):
         if threshold is None:
             threshold = 0.5 if bool(((y_pred >= 0) & (y_pred <= 1)).all()) else 0.0
         right = ((y_pred > threshold) == (y > 0.5)).float()
-        self._sum += right.reshape(right.shape[0], -1).mean(dim=1).sum().to(self._device, torch.float64)
+        self._sum += float(right.reshape(right.shape[0], -1).mean(dim=1).sum())
         self._n += right.shape[0]
 
     @sync_all_reduce("_sum", "_n")
     def compute(self) -> float:
-        if int(self._n) == 0:
+        if self._n == 0:
             raise NotComputableError("MultiLabelAccuracy needs at least one sample")
-        return float(self._sum) / float(self._n)
+        return self._sum / self._n
 
 
 class SumLoss(Loss):
@@ -131,7 +135,7 @@ class SumLoss(Loss):
 
     @reinit__is_reduced
     def reset(self) -> None:
-        self._sum = torch.tensor(0.0, dtype=torch.float64, device=self._device)
+        self._total = 0.0  # a Python float is a float64
         self._num_examples = 0
 
     @reinit__is_reduced
@@ -141,8 +145,14 @@ class SumLoss(Loss):
         if average_loss.ndim != 0:
             raise ValueError("loss_fn did not return the average loss.")
         n = self._batch_size(y)
-        self._sum += average_loss.to(self._device, torch.float64) * n
+        self._total += float(average_loss) * n
         self._num_examples += n
+
+    @sync_all_reduce("_total", "_num_examples")
+    def compute(self) -> float:
+        if self._num_examples == 0:
+            raise NotComputableError("Loss must have at least one example before it can be computed.")
+        return self._total / self._num_examples
 
 
 def multiclass_threshold(loss_fn: Any) -> float | None:
@@ -202,21 +212,30 @@ class Scorer:
     def names(self) -> tuple[str, ...]:
         return tuple(self.metrics)
 
-    @torch.no_grad()
     def measure(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device | str = "cpu") -> dict[str, float]:
         """Every metric over ``batches`` in eval mode; the model's mode is restored afterwards."""
+        return self.measure_parts(model, {"": batches}, device)[""]
+
+    @torch.no_grad()
+    def measure_parts(
+        self, model: torch.nn.Module, parts: Mapping[str, Iterable[Any]], device: torch.device | str = "cpu"
+    ) -> dict[str, dict[str, float]]:
+        """:meth:`measure` of each set of batches in ``parts``, switching the model's mode once."""
         was_training = model.training
         model.eval()
-        for metric in self._updated:
-            metric.reset()
         try:
-            for batch in batches:
-                x, y = self.prepare_batch(batch, device, True)
-                out = model(x)
-                for metric in self._updated:
-                    metric.update((out, y))
+            return {part: self._measure(model, batches, device) for part, batches in parts.items()}
         finally:
             model.train(was_training)
+
+    def _measure(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device | str) -> dict[str, float]:
+        for metric in self._updated:
+            metric.reset()
+        for batch in batches:
+            x, y = self.prepare_batch(batch, device, True)
+            out = model(x)
+            for metric in self._updated:
+                metric.update((out, y))
         return {name: _value(metric) for name, metric in self.metrics.items()}
 
 

@@ -25,6 +25,7 @@ and ``state_dict`` bytes) and writes no file.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -217,7 +218,7 @@ def create_trainer(
         # the model is put in training mode once (Events.STARTED); evaluations restore the mode
         x, y = prepare(batch, device, True)
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
+        with torch.autocast(device.type, dtype=amp_dtype) if amp else contextlib.nullcontext():
             loss = loss_fn(model(x), y)
         if scaler is not None:
             scaler.scale(loss).backward()
