@@ -72,12 +72,14 @@ def main() -> None:
         if label:
             counts[label.group(1)] = int(re.search(r"^summary: (\d+)", text, re.M).group(1))
     e1, e2 = args.epochs
-    per_epoch = {name: (counts[f"{name}@{e2}"] - counts[f"{name}@{e1}"]) / (e2 - e1) for name in
-                 ("plain-tensor", "trial-tensor", "plain-loader", "trial-loader")}
+    sys.path.insert(0, HERE)
+    from per_step import LOOPS, PATHS
+
+    per_epoch = {name: (counts[f"{name}@{e2}"] - counts[f"{name}@{e1}"]) / (e2 - e1) for name in LOOPS}
     print(f"package: {args.tree or os.path.dirname(HERE)}; instructions per epoch (epochs {e1} and {e2}):")
     for name, n in per_epoch.items():
-        print(f"  {name:13s} {n / 1e6:7.1f} M")
-    for path in ("tensor", "loader"):
+        print(f"  {name:14s} {n / 1e6:7.1f} M")
+    for path in PATHS:
         print(f"  {path} path trial/plain: {per_epoch[f'trial-{path}'] / per_epoch[f'plain-{path}']:.3f}x")
 
 

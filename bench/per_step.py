@@ -13,7 +13,9 @@ The whole runs' CPU times (``time.process_time``, best of the repeats) are print
 * ``tensor``: ``bench/overhead.py``'s plain loop batching by tensor indexing vs ``run_trial`` on
   the digits ``TensorDataset`` (the fast tensor path);
 * ``loader``: ``bench/real_data.py``'s plain loop over a ``DataLoader`` of a map-style digits
-  dataset vs ``run_trial`` on that dataset (the DataLoader path).
+  dataset vs ``run_trial`` on that dataset (the DataLoader path);
+* ``features`` (issue 15): the tensor path with an EMA of the weights, linear warmup and the best
+  checkpoint by validation perf, in both (``bench/overhead.py --variant features``'s pair).
 
 ``--compare TREE`` runs this script alternately on this tree and on another checkout of the
 package (e.g. the commit before a change), one process per round, and prints both.
@@ -23,6 +25,7 @@ package (e.g. the commit before a change), one process per round, and prints bot
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -37,7 +40,9 @@ from common import DIGITS, ROOT, machine
 if os.environ.get("PER_STEP_TREE"):  # --compare: the package from the other checkout (common put this one first)
     sys.path.insert(0, os.environ["PER_STEP_TREE"])
 
-LOOPS = ("plain-tensor", "trial-tensor", "plain-loader", "trial-loader")
+LOOPS = ("plain-tensor", "trial-tensor", "plain-loader", "trial-loader", "plain-features", "trial-features")
+#: The loops compared pairwise: trial-<path> against plain-<path>.
+PATHS = ("tensor", "loader", "features")
 BATCH, PER_EPOCH = 32, 10
 
 
@@ -67,7 +72,7 @@ def _stamped_trial(task: object, stamps: list[float] | None) -> None:
 
 
 def _loops(epochs: int) -> dict[str, Callable[[list[float] | None], object]]:
-    from overhead import plain_loop
+    from overhead import EMA_DECAY, WARMUP_EPOCHS, plain_loop
     from real_data import LISTED, plain_loader_loop
 
     import ignite_seg
@@ -83,11 +88,17 @@ def _loops(epochs: int) -> dict[str, Callable[[list[float] | None], object]]:
                          seed=trial_seed(0, 0), device="cpu", threads=1, snapshots_per_epoch=PER_EPOCH)
 
     tensor_task, loader_task = task(DIGITS["dataset"]), task(LISTED)
+    featured = dataclasses.replace(
+        tensor_task, hparams=dataclasses.replace(hp, ema_decay=EMA_DECAY, warmup_epochs=WARMUP_EPOCHS),
+        best_metric="perf", best_mode="max")
     return {
         "plain-tensor": lambda s: plain_loop(epochs, BATCH, (0.05, 0.5), 8, 0, True, PER_EPOCH, stamps=s),
         "trial-tensor": lambda s: _stamped_trial(tensor_task, s),
         "plain-loader": lambda s: plain_loader_loop(epochs, hp, 0, PER_EPOCH, stamps=s),
         "trial-loader": lambda s: _stamped_trial(loader_task, s),
+        "plain-features": lambda s: plain_loop(epochs, BATCH, (0.05, 0.5), 8, 0, True, PER_EPOCH, features=True,
+                                               stamps=s),
+        "trial-features": lambda s: _stamped_trial(featured, s),
     }
 
 
@@ -125,7 +136,7 @@ def summary(got: dict[str, dict[str, list[float]]], epochs: int) -> dict[str, fl
         out[f"{name} ms/epoch"] = ((n_iter - PER_EPOCH) * out[f"{name} step us"]
                                    + PER_EPOCH * out[f"{name} snapshot step us"]) / 1e3
         out[f"{name} best cpu s"] = min(g["cpu"])
-    for path in ("tensor", "loader"):
+    for path in PATHS:
         for what in ("step us", "snapshot step us", "ms/epoch", "best cpu s"):
             out[f"{path} ratio {what}"] = out[f"trial-{path} {what}"] / out[f"plain-{path} {what}"]
     return out
@@ -136,7 +147,7 @@ def _print(label: str, s: dict[str, float]) -> None:
     for name in LOOPS:
         print(f"    {name:13s} step {s[f'{name} step us']:6.1f} us, snapshot step {s[f'{name} snapshot step us']:7.1f} us, "
               f"{s[f'{name} ms/epoch']:6.2f} ms/epoch, whole run {s[f'{name} best cpu s']:.3f} s CPU (best)")
-    for path in ("tensor", "loader"):
+    for path in PATHS:
         print(f"    {path} path trial/plain: " + ", ".join(
             f"{what} {s[f'{path} ratio {what}']:.3f}x" for what in ("step us", "snapshot step us", "ms/epoch", "best cpu s")))
 

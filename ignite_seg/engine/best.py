@@ -30,23 +30,46 @@ __all__ = ["MemorySaver", "BestCheckpoint", "attach_best"]
 
 
 class MemorySaver(BaseSaveHandler):
-    """An ignite save handler that keeps the last checkpoint saved as ``torch.save`` bytes (on the CPU)."""
+    """An ignite save handler that keeps the last checkpoint saved in memory (tensors copied to the CPU);
+    :attr:`blob` is its ``torch.save`` bytes, serialised once when asked for (a run improves its best
+    many times and needs the bytes once)."""
 
     def __init__(self) -> None:
-        self.blob = b""
+        self._state: dict[str, Any] | None = None
+        self._blob = b""
         self.filename: str | None = None
         self.saves = 0
 
     def __call__(self, checkpoint: Mapping[str, Any], filename: str, metadata: Mapping[str, Any] | None = None) -> None:
-        state = {k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v for k, v in checkpoint.items()}
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        self.blob, self.filename = buf.getvalue(), filename
+        self._state = {k: _cpu_copy(v) for k, v in checkpoint.items()}
+        self._blob, self.filename = b"", filename
         self.saves += 1
+
+    @property
+    def blob(self) -> bytes:
+        """The kept checkpoint as ``torch.save`` bytes (empty before the first save)."""
+        if self._state is not None and not self._blob:
+            buf = io.BytesIO()
+            torch.save(self._state, buf)
+            self._blob = buf.getvalue()
+        return self._blob
+
+    @blob.setter
+    def blob(self, value: bytes) -> None:
+        self._state, self._blob = None, value
 
     def remove(self, filename: str) -> None:
         if filename == self.filename:
             self.blob, self.filename = b"", None
+
+
+def _cpu_copy(value: Any) -> Any:
+    """A copy on the CPU of a tensor, or of every tensor in a (nested) ``state_dict``."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, Mapping):
+        return {k: _cpu_copy(v) for k, v in value.items()}
+    return value
 
 
 class BestCheckpoint:
