@@ -105,6 +105,8 @@ CATALOGUE = [
     Case("snapshots-zero", "snapshots_per_epoch=0", {"snapshots_per_epoch": 0}, ConfigError, "snapshots_per_epoch must be >= 1"),
     Case("checkpoint-negative", "checkpoint_every=-1", {"checkpoint_every": -1}, ConfigError, "checkpoint_every=-1 is negative"),
     Case("checkpoint-bool", "checkpoint_every=False", {"checkpoint_every": False}, ConfigTypeError, "checkpoint_every=False is not a number of epochs"),
+    Case("trial-processes-zero", "trial_processes=0", {"trial_processes": 0}, ConfigError, "trial_processes=0 is less than 1"),
+    Case("trial-processes-cores", "trial_processes above cores", {"trial_processes": 10000}, ConfigError, "trial_processes=10000 is more than cores="),
     Case("metric-no-mode", "a custom metric without its direction", {"metrics": {"iou": ("real_tasks", "class_iou", (), {})}}, ConfigError, r"metric_modes\['iou'\]=None: say whether a higher or lower iou is better"),
     Case("metric-reserved", "a custom metric named 'loss'", {"metrics": {"loss": ("real_tasks", "class_iou", (), {})}, "metric_modes": {"loss": "min"}}, ConfigError, "the names 'loss' and 'perf' are ignite_seg's own"),
     Case("metric-bad-name", "a custom metric named 'my iou'", {"metrics": {"my iou": ("real_tasks", "class_iou", (), {})}, "metric_modes": {"my iou": "max"}}, ConfigError, "letters, digits"),
