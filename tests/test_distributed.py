@@ -15,7 +15,14 @@ from helpers import CE, FAST_HP
 import ignite_seg
 from ignite_seg.config.specs import LoaderSpec
 from ignite_seg.engine.batching import BatchSource, Data
-from ignite_seg.engine.distributed import GROUP_ATTEMPTS, RankBatches, run_trial_group
+from ignite_seg.engine.distributed import (
+    GROUP_ATTEMPTS,
+    RankBatches,
+    backend_for,
+    group_gpus,
+    run_trial_group,
+    visible_gpus,
+)
 from ignite_seg.engine.trainer import TrialTask, run_trial
 from ignite_seg.exceptions import ConfigError, ConfigTypeError
 
@@ -127,3 +134,29 @@ def test_trial_processes_is_checked_up_front(run_kwargs, value, error):
     with pytest.raises(error, match="trial_processes"):
         ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE, trial_processes=value, **run_kwargs)
     assert not run_kwargs["folder"].exists()
+
+
+def test_the_ranks_of_a_trial_get_distinct_gpus_round_robin_by_trial_from_the_visible_ones():
+    visible = ["3", "5", "6", "7"]  # CUDA_VISIBLE_DEVICES=3,5,6,7
+    assert group_gpus(visible, "cuda", 0, 2) == ["3", "5"]
+    assert group_gpus(visible, "auto", 1, 2) == ["6", "7"]
+    assert group_gpus(visible, "auto", 2, 2) == ["3", "5"]  # round-robin: trial 2 shares trial 0's
+    assert group_gpus(visible, "cuda", 1, 3) == ["7", "3", "5"]
+    assert group_gpus(visible, "cuda:2", 5, 2) == ["6", "7"]  # cuda:N: from the N-th visible GPU on
+    with pytest.raises(RuntimeError, match="trial_processes=5 on CUDA needs a GPU per process"):
+        group_gpus(visible, "cuda", 0, 5)
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 0")
+    assert visible_gpus() == ["2", "0"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+    assert backend_for("cpu") == "gloo" and backend_for("cuda:1") == "nccl"
+
+
+def test_a_cuda_trial_on_more_processes_than_gpus_fails_with_the_fix_in_its_error(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    out = run_trial_group(task(device="cuda", processes=2))
+    assert out.status == "failed"
+    assert "needs a GPU per process" in (out.error or "")

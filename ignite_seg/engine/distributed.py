@@ -24,6 +24,7 @@ launches the group with ``idist.Parallel(backend, nproc_per_node=processes)``; e
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -48,7 +49,7 @@ from .batching import BatchSource, PrepareBatch
 from .checkpoints import CheckpointReport
 from .trainer import LossFn, TrialOutcome, TrialPlacement, TrialTask, create_trainer, resolve_device, run_trial
 
-__all__ = ["run_trial_group", "RankPlacement", "RankBatches", "GROUP_ATTEMPTS"]
+__all__ = ["run_trial_group", "RankPlacement", "RankBatches", "GROUP_ATTEMPTS", "group_gpus", "visible_gpus"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,26 @@ def backend_for(device: str) -> str:
     """``nccl`` when the trial's ranks train on CUDA, ``gloo`` on the CPU."""
     cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
     return "nccl" if cuda else "gloo"
+
+
+def visible_gpus() -> list[str]:
+    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` names them (all of them when it is unset)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def group_gpus(visible: list[str], device: str, trial_id: int, processes: int) -> list[str]:
+    """The GPUs of one trial's ranks, one each: from ``cuda:N`` on, else round-robin by trial.
+
+    Raises ``RuntimeError`` when there are fewer GPUs than ranks (``nccl`` needs one per rank).
+    """
+    if len(visible) < processes:
+        raise RuntimeError(f"trial_processes={processes} on CUDA needs a GPU per process; this worker sees "
+                           f"{len(visible)} ({visible}). Pass trial_processes <= {len(visible)}, or device='cpu'.")
+    first = int(device.split(":")[1]) if ":" in device else trial_id * processes
+    return [visible[(first + r) % len(visible)] for r in range(processes)]
 
 
 def run_trial_group(task: TrialTask) -> TrialOutcome:
@@ -94,8 +115,10 @@ def _launch(task: TrialTask) -> tuple[TrialOutcome | None, str]:
         result = Path(tmp) / "rank0.pkl"
         error = ""
         try:
-            with idist.Parallel(backend=backend, nproc_per_node=task.processes, master_port=_free_port(),
-                                timeout=timedelta(seconds=task.collective_timeout), start_method=method) as group:
+            timeout = timedelta(seconds=task.collective_timeout)
+            with _gpus_of(task, backend), idist.Parallel(backend=backend, nproc_per_node=task.processes,
+                                                         master_port=_free_port(), timeout=timeout,
+                                                         start_method=method) as group:
                 group.run(_rank_main, task, str(result))
         except Exception:  # a rank died or raised: torch.multiprocessing has ended the others
             error = traceback.format_exc()
@@ -103,6 +126,26 @@ def _launch(task: TrialTask) -> tuple[TrialOutcome | None, str]:
             with open(result, "rb") as f:
                 return pickle.load(f), ""
         return None, error or "the group ended without rank 0's outcome"
+
+
+@contextlib.contextmanager
+def _gpus_of(task: TrialTask, backend: str) -> Iterator[None]:
+    """``CUDA_VISIBLE_DEVICES`` of the group's ranks while they start (ignite gives local rank ``r``
+    the ``r``-th visible GPU); nothing on the CPU."""
+    if backend != "nccl":
+        yield
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = group_gpus(visible_gpus(), task.device, task.trial_id, task.processes)
+    logger.info("trial %d: ranks on GPUs %s", task.trial_id, ", ".join(gpus))
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
 def _free_port() -> int:
@@ -143,9 +186,11 @@ class RankPlacement(TrialPlacement):
     def device(self, task: TrialTask) -> torch.device:
         if backend_for(task.device) == "nccl":
             device = torch.device("cuda", torch.cuda.current_device())  # ignite set it from the local rank
+            label = f"cuda:{visible_gpus()[device.index]}"  # the GPU's name outside the group
         else:
             device = resolve_device(task.device)
-        gathered: list[str] = idist.all_gather(str(device))  # type: ignore[assignment]  # a collective: all ranks
+            label = str(device)
+        gathered: list[str] = idist.all_gather(label)  # type: ignore[assignment]  # a collective: all ranks
         self.devices = tuple(gathered)
         return device
 
