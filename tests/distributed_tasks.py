@@ -32,3 +32,12 @@ def hang_rank(rank: int = 1, at_iteration: int = 3):
                 time.sleep(3600)
         trainer.add_event_handler(Events.ITERATION_COMPLETED(once=at_iteration), hang)
     return attach
+
+
+def write_threads():
+    """Writes the rank's torch thread count into ``threads.txt`` (rank 0's comes back)."""
+    import torch
+
+    def attach(trainer, context):
+        (context.output_dir / "threads.txt").write_text(str(torch.get_num_threads()))
+    return attach

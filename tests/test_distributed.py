@@ -160,3 +160,11 @@ def test_a_cuda_trial_on_more_processes_than_gpus_fails_with_the_fix_in_its_erro
     out = run_trial_group(task(device="cuda", processes=2))
     assert out.status == "failed"
     assert "needs a GPU per process" in (out.error or "")
+
+
+def test_the_ranks_share_out_the_workers_threads_when_the_task_sets_none():
+    out = run_trial_group(task(processes=2, threads=None, handlers=(spec("distributed_tasks", "write_threads"),)))
+    assert out.status == "completed", out.error
+    assert out.files["threads.txt"] == str(max(1, torch.get_num_threads() // 2)).encode()
+    out = run_trial_group(task(processes=2, threads=1, handlers=(spec("distributed_tasks", "write_threads"),)))
+    assert out.files["threads.txt"] == b"1"

@@ -87,6 +87,8 @@ def group_gpus(visible: list[str], device: str, trial_id: int, processes: int) -
 def run_trial_group(task: TrialTask) -> TrialOutcome:
     """Run one trial on ``task.processes`` processes; never raises for a failure of the user's code."""
     started, t0 = time.time(), time.perf_counter()
+    if task.threads is None:  # the caller's executor: the worker's threads shared out, not multiplied
+        task = dataclasses.replace(task, threads=max(1, torch.get_num_threads() // task.processes))
     errors: list[str] = []
     for attempt in range(1, GROUP_ATTEMPTS + 1):
         outcome, error = _launch(task)
