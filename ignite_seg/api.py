@@ -28,11 +28,13 @@ from .run_plan import (
     check_handlers,
     check_metrics,
     check_same_metrics,
+    check_trial_processes,
     checkpoint_plan,
     plan_trials,
     run_record,
     settle,
     train_result,
+    trial_function,
 )
 from .runtime.checks import check_cores, check_executor, check_reproducible_executor, check_timeout
 from .runtime.logs import ensure_logging
@@ -94,6 +96,7 @@ def train(
     best_mode: Literal["min", "max"] | None = None,
     handlers: Sequence[LoaderLike] | None = None,
     checkpoint_every: int | None = None,
+    trial_processes: int = 1,
 ) -> TrainResult:
     """Tune (unless the recipe is fixed), run ``trials`` trials in parallel, collate and analyse.
 
@@ -147,6 +150,10 @@ def train(
             the same final weights and metrics as an uninterrupted run. ``None`` (default):
             automatic, on for a trial whose first epoch x ``epochs`` exceeds about a minute; ``0``:
             off. Needs workers that see the run folder (docs/reliability.md, "Mid-trial resume").
+        trial_processes: processes training each trial together (``ignite.distributed``: ``gloo`` on
+            the CPU, ``nccl`` on CUDA); the batch size is then the global batch. With the default pool
+            ``cores`` counts processes: ``cores=4, trial_processes=2`` runs two trials at a time. The
+            tuner's runs stay in one process each (docs/usage.md "Several processes per trial").
 
     Example:
         >>> import ignite_seg  # doctest: +SKIP
@@ -164,7 +171,8 @@ def train(
         compute=(cores, executor, device, trial_timeout),
         custom=(metrics, metric_modes, best_metric, best_mode, handlers),
     )
-    cfg = dataclasses.replace(cfg, checkpoint_every=check_checkpoint_every(checkpoint_every))
+    cfg = dataclasses.replace(cfg, checkpoint_every=check_checkpoint_every(checkpoint_every),
+                              trial_processes=check_trial_processes(trial_processes, cfg.cores, cfg.executor))
     return run_validated(cfg, "train")
 
 
@@ -185,7 +193,7 @@ def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
             rf.write_run(run_info)
             with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
                 hp = _hyperparameters(rf, runner, cfg, facts)
-                run_info["planned_trials"] = plan_trials(rf, cfg, previous, runner.capacity)
+                run_info["planned_trials"] = plan_trials(rf, cfg, previous, cfg.trials_at_once)
                 rf.write_run(run_info)  # the plan is on disk before any trial runs
                 finished, collator = _run_trials(rf, runner, cfg, hp, run_info["planned_trials"])
             _collate(rf, cfg, collator, run_info)
@@ -285,7 +293,7 @@ def _run_trials(
 ) -> tuple[dict[int, dict[str, Any]], Collator]:
     """Run the planned trials not finished yet; every finished trial, and the collator holding them."""
     from .engine.checkpoints import log_checkpoint_report
-    from .engine.trainer import TrialTask, run_trial
+    from .engine.trainer import TrialTask
 
     finished = dict(rf.finished_trials())
     collator = Collator(
@@ -306,12 +314,14 @@ def _run_trials(
             snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
             metrics=cfg.metric_specs, best_metric=cfg.best_metric, best_mode=cfg.best_mode,  # type: ignore[arg-type]
             handlers=cfg.handler_specs, threads=runner.task_threads, checkpoints=checkpoints,
+            processes=cfg.trial_processes,
         )
         for t in todo
     ]
-    logger.info("running %d trial(s) on %d worker(s)", len(tasks), runner.capacity)
+    logger.info("running %d trial(s), %d at a time", len(tasks), cfg.trials_at_once)
     with tqdm(total=len(tasks), desc="trials", unit="trial", mininterval=0.5) as bar:
-        for item in runner.map_unordered(run_trial, tasks, key=lambda task: task.trial_id, timeout=cfg.trial_timeout):
+        for item in runner.map_unordered(trial_function(cfg.trial_processes), tasks, key=lambda task: task.trial_id,
+                                         timeout=cfg.trial_timeout, at_once=cfg.trials_at_once):
             outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item
             res = rf.write_trial(outcome)
             log_checkpoint_report(outcome.trial_id, outcome.checkpoints)

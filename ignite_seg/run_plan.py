@@ -15,7 +15,7 @@ import uuid
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from .storage.run_folder import CHECKPOINT_NAME, RUN_STATES, RunFolder, RunState
 __all__ = [
     "RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials", "TrainResult",
     "TrialSummary", "train_result", "check_metrics", "check_same_metrics", "check_handlers", "check_checkpoint_every",
+    "check_trial_processes", "trial_function",
     "checkpoint_plan",
 ]
 
@@ -68,6 +69,13 @@ class RunConfig:
     handler_specs: tuple[LoaderSpec, ...] = ()
     #: epochs between mid-trial checkpoints; ``None`` automatic, ``0`` off
     checkpoint_every: int | None = None
+    #: processes training each trial together (``ignite.distributed`` when > 1)
+    trial_processes: int = 1
+
+    @property
+    def trials_at_once(self) -> int:
+        """Trials the default pool runs at once: ``cores`` counts processes, ``trial_processes`` per trial."""
+        return max(1, self.cores // self.trial_processes) if self.executor is None else self.cores
 
 
 def check_checkpoint_every(value: Any) -> int | None:
@@ -83,6 +91,32 @@ def check_checkpoint_every(value: Any) -> int | None:
     if value < 0:
         raise ConfigError(f"checkpoint_every={value!r} is negative. {fix}")
     return int(value)
+
+
+def check_trial_processes(value: Any, cores: int, executor: Any) -> int:
+    """``trial_processes``: an int >= 1, at most ``cores`` with the default pool (which counts processes)."""
+    fix = "Pass an int >= 1 (1, the default: each trial in one process)."
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigTypeError(f"trial_processes={value!r} ({type(value).__name__}) is not an int. {fix}")
+    if value < 1:
+        raise ConfigError(f"trial_processes={value!r} is less than 1. {fix}")
+    if executor is None and value > cores:
+        raise ConfigError(
+            f"trial_processes={value!r} is more than cores={cores}: with the default pool, cores counts the "
+            f"processes of all trials running at once. Pass trial_processes <= {cores}, or raise cores."
+        )
+    return int(value)
+
+
+def trial_function(processes: int) -> Callable[[Any], Any]:
+    """What a worker runs for a trial: in its own process, or as a group of ``processes``."""
+    if processes == 1:
+        from .engine.trainer import run_trial
+
+        return run_trial
+    from .engine.distributed import run_trial_group
+
+    return run_trial_group
 
 
 def checkpoint_plan(rf: RunFolder, runner: TaskRunner, cfg: RunConfig) -> CheckpointPlan | None:
@@ -217,6 +251,7 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
             "device": cfg.device,
             "snapshots_per_epoch": cfg.snapshots_per_epoch,
             "checkpoint_every": cfg.checkpoint_every,
+            "trial_processes": cfg.trial_processes,
             "argv": sys.argv,
         }
     )

@@ -110,6 +110,8 @@ CATALOGUE = [
     Case("best-unknown-metric", "best_metric='iou' with no such custom metric", {"best_metric": "iou", "best_mode": "max"}, ConfigError, "best_metric='iou' is not a metric of this run"),
     Case("handlers-one-spec", "handlers=one spec, not a list", {"handlers": MLP}, ConfigTypeError, "wrap one spec in a list"),
     Case("handlers-unimportable", "handlers=[a spec whose module is missing]", {"handlers": [("nomodule_x", "f", (), {})]}, ConfigError, "cannot be imported here"),
+    Case("trial-processes-zero", "trial_processes=0", {"trial_processes": 0}, ConfigError, "trial_processes=0 is less than 1"),
+    Case("trial-processes-cores", "trial_processes above cores", {"trial_processes": 10000}, ConfigError, "trial_processes=10000 is more than cores="),
     Case("metric-no-mode", "a custom metric without its direction", {"metrics": {"iou": ("real_tasks", "class_iou", (), {})}}, ConfigError, r"metric_modes\['iou'\]=None: say whether a higher or lower iou is better"),
     Case("metric-reserved", "a custom metric named 'loss'", {"metrics": {"loss": ("real_tasks", "class_iou", (), {})}, "metric_modes": {"loss": "min"}}, ConfigError, "the names 'loss' and 'perf' are ignite_seg's own"),
     Case("metric-bad-name", "a custom metric named 'my iou'", {"metrics": {"my iou": ("real_tasks", "class_iou", (), {})}, "metric_modes": {"my iou": "max"}}, ConfigError, "letters, digits"),

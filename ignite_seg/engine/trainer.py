@@ -65,6 +65,7 @@ __all__ = [
     "ThroughTimeRecorder",
     "HiddenRecorder",
     "run_trial",
+    "TrialPlacement",
     "set_threads",
     "resolve_device",
     "state_dict_bytes",
@@ -103,6 +104,10 @@ class TrialTask:
     handlers: tuple[LoaderSpec, ...] = ()
     #: mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`); ``None``: none written or read
     checkpoints: CheckpointPlan | None = None
+    #: processes training this trial together (:mod:`~ignite_seg.engine.distributed` when > 1)
+    processes: int = 1
+    #: seconds a collective may wait for a lost process of the trial's group before the trial fails
+    collective_timeout: float = 300.0
 
 
 @dataclass
@@ -137,6 +142,9 @@ class TrialOutcome:
     files: dict[str, bytes] = field(default_factory=dict)
     #: what the mid-trial checkpoints did (resumed from an epoch, off and why, a file refused)
     checkpoints: CheckpointReport = field(default_factory=CheckpointReport)
+    #: how many processes trained the trial, and the device of each (rank order)
+    processes: int = 1
+    devices: tuple[str, ...] = ()
 
 
 @dataclass
@@ -254,18 +262,47 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def run_trial(task: TrialTask) -> TrialOutcome:
-    """Run one trial; never raises for a failure of the user's code (status ``failed``)."""
+class TrialPlacement:
+    """Where a trial's training runs: its device, its training batches and its training step.
+
+    This one is a trial in one process; :class:`ignite_seg.engine.distributed.RankPlacement` is
+    one rank of a trial on several processes (its share of each batch, a DDP-wrapped step).
+    ``processes`` and ``devices`` (those of every process, set by :meth:`device`) go into ``result.json``.
+    """
+
+    processes = 1
+    devices: tuple[str, ...] = ()
+
+    def device(self, task: TrialTask) -> torch.device:
+        device = resolve_device(task.device, task.trial_id)
+        self.devices = (str(device),)
+        return device
+
+    def batches(self, source: BatchSource, batch_size: int, seed: int) -> Any:
+        return Batches(source, batch_size, torch.Generator().manual_seed(seed))
+
+    def trainer(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn,
+                device: torch.device, hp: FixedHyperparameters, prepare: PrepareBatch) -> Engine:
+        return create_trainer(model, optimizer, loss_fn, device, hp.grad_clip_norm, hp.amp, prepare)
+
+
+def run_trial(task: TrialTask, placement: TrialPlacement | None = None) -> TrialOutcome:
+    """Run one trial; never raises for a failure of the user's code (status ``failed``).
+
+    ``placement``: where it trains (:class:`TrialPlacement`, one process, by default).
+    """
     started = time.time()
     t0 = time.perf_counter()
     outcome = TrialOutcome(task.trial_id, "failed", 0.0, started, os.getpid())
+    placement = placement or TrialPlacement()
     try:
         set_threads(task.threads)
         with tempfile.TemporaryDirectory(prefix=f"ignite_seg_trial{task.trial_id}_") as output_dir:
-            _train(task, outcome, Path(output_dir))
+            _train(task, outcome, Path(output_dir), placement)
     except (Exception, SystemExit, KeyboardInterrupt):  # the user's code may raise these too
         outcome.status = "failed"
         outcome.error = traceback.format_exc()
+    outcome.processes, outcome.devices = placement.processes, placement.devices
     outcome.seconds = time.perf_counter() - t0
     outcome.peak_rss_mib = _peak_rss_mib()
     return outcome
@@ -337,26 +374,26 @@ def _attach_user_handlers(
         attach_user_handlers(task.handlers, engine, context)
 
 
-def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path) -> None:
+def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: TrialPlacement) -> None:
     hp = task.hparams
     torch.manual_seed(task.seed)
     rng = np.random.default_rng(task.seed)
     recipe = build_recipe(task.model, task.dataset, task.loss)
     extra = {name: spec.build() for name, spec in task.metrics.items()}
     outcome.val_names, outcome.metric_names = recipe.data.val_names, tuple(extra)
-    device = resolve_device(task.device, task.trial_id)
+    device = placement.device(task)
     model = recipe.model.to(device)
     loss_fn = loss_to(recipe.loss_fn, device)
     outcome.model_init = state_dict_bytes(model)
 
     sources = _Sources.of(recipe.data, device)
     sets, val_indices = _snapshot_sets(rng, sources, recipe.prepare_batch, device)
-    batches = Batches(sources.train, hp.batch_size, torch.Generator().manual_seed(task.seed))
+    batches = placement.batches(sources.train, hp.batch_size, task.seed)
     iters_per_epoch = len(batches)
 
     optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
                                weight_decay=hp.weight_decay, betas=hp.betas, eps=hp.eps)
-    engine = create_trainer(model, optimizer, loss_fn, device, hp.grad_clip_norm, hp.amp, recipe.prepare_batch)
+    engine = placement.trainer(model, optimizer, loss_fn, device, hp, recipe.prepare_batch)
     scheduler = build_scheduler(hp, iters_per_epoch, optimizer)
     engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
     eval_model = attach_ema(engine, model, hp.ema_decay)  # the model itself without EMA

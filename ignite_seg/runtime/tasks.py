@@ -212,7 +212,7 @@ class TaskRunner:
 
     def map_unordered(
         self, fn: Callable[[T], R], tasks: Iterable[T], key: Callable[[T], Hashable] = id,
-        timeout: float | None = None,
+        timeout: float | None = None, at_once: int | None = None,
     ) -> Iterator[R | TaskLost[T]]:
         """Yield each task's result as it completes; a task whose worker kept dying, or that ran
         longer than ``timeout`` seconds, yields ``TaskLost``.
@@ -221,9 +221,11 @@ class TaskRunner:
         are resubmitted). The caller's executor cannot kill a task: the task is reported lost
         at once and its result, if it ever comes, is ignored. Exceptions raised by ``fn``
         itself propagate (task functions catch the user's errors and return them as results).
+        ``at_once``: at most this many tasks in flight (default: the pool's capacity).
         """
         run: _Flight[T] = _Flight(deque(tasks), key, timeout)
         limit = self.capacity if self.owned else max(len(run.pending), 1)
+        limit = min(limit, at_once) if at_once else limit
         while run.pending or run.inflight:
             pool_broken = self._fill(run, fn, limit)
             done, _ = wait(list(run.inflight), timeout=POLL_S, return_when=FIRST_COMPLETED) \

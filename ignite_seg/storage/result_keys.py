@@ -13,6 +13,7 @@ With ``train(best_metric=..., best_mode=...)`` every trial also records where it
 was taken (:class:`BestRecord`): ``result.json`` ``best_metric``, ``best_mode``, ``best_epoch``,
 ``best_value``; ``results.npz`` ``best_epoch`` and ``best_value`` (:data:`BEST_KEYS`, one value
 per trial). A trial stopped early by a user handler records ``stopped_early`` (and ``stopped_epoch``).
+Every trial records ``processes`` (``trial_processes``) and ``devices`` (one per process).
 
 The names are recorded in ``run.json`` as ``val_names`` (primary first) and ``metric_names``;
 a folder without them (older runs, a plain ``(train, val)`` pair) reads as ``["val"]`` and ``[]``.

@@ -253,6 +253,8 @@ class RunFolder:
         if outcome.error:
             result["error"] = outcome.error.strip().splitlines()[-1][:500]
         result.update(_checkpoint_facts(getattr(outcome, "checkpoints", None)))
+        if getattr(outcome, "devices", ()):  # the processes that trained it, and the device of each
+            result.update(processes=outcome.processes, devices=list(outcome.devices))
         write_json(d / "result.json", result)
         (d / CHECKPOINT_NAME).unlink(missing_ok=True)  # the trial is finished: it never resumes
         return result

@@ -1,0 +1,170 @@
+"""One trial on several processes (``trial_processes``): ignite.distributed with gloo, 2 ranks on the CPU."""
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from helpers import CE, FAST_HP
+
+import ignite_seg
+from ignite_seg.config.specs import LoaderSpec
+from ignite_seg.engine.batching import BatchSource, Data
+from ignite_seg.engine.distributed import (
+    GROUP_ATTEMPTS,
+    RankBatches,
+    backend_for,
+    group_gpus,
+    run_trial_group,
+    visible_gpus,
+)
+from ignite_seg.engine.trainer import TrialTask, run_trial
+from ignite_seg.exceptions import ConfigError, ConfigTypeError
+
+
+def spec(module: str, attr: str, **kwargs) -> LoaderSpec:
+    return LoaderSpec(module, attr, (), kwargs)
+
+
+# 96 items in global batches of 19: five of 19 (ranks take 10 and 9) and one of 1 (rank 1 has none)
+HP = dataclasses.replace(FAST_HP, batch_size=19, epochs=2)
+
+
+def task(**kw) -> TrialTask:
+    base = dict(trial_id=0, model=spec("tasks", "mlp"), dataset=spec("tasks", "blobs"), loss=spec(*CE[:2]),
+                hparams=HP, accuracy_style="classification", seed=7, device="cpu", snapshots_per_epoch=2)
+    return TrialTask(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def weights(blob: bytes) -> dict[str, torch.Tensor]:
+    return torch.load(io.BytesIO(blob), weights_only=True)
+
+
+def test_rank_batches_split_each_global_batch_and_weight_each_share():
+    x = torch.arange(10.0).unsqueeze(1)
+    source = BatchSource(torch.utils.data.TensorDataset(x, torch.arange(10)), Data(x, x))
+    shares = [list(RankBatches(source, 4, seed=3, rank=r, size=3)) for r in range(3)]
+    perm = torch.randperm(10, generator=torch.Generator().manual_seed(3))
+    for b, start in enumerate(range(0, 10, 4)):
+        got = torch.cat([shares[r][b][0][1] for r in range(3) if shares[r][b][1] > 0])
+        assert got.tolist() == perm[start : start + 4].tolist()  # the global batch, in order, once
+        n = min(4, 10 - start)
+        for r in range(3):  # DDP's average of the weighted means gives each item of the batch 1 / n
+            weight, items = shares[r][b][1], len(shares[r][b][0][1])
+            assert weight == 0 or weight / (3 * items) == pytest.approx(1 / n)
+        assert [len(shares[r][b][0][1]) for r in range(3)] == ([2, 1, 1] if n == 4 else [1, 1, 1])
+    assert [shares[r][2][1] for r in range(3)] == [1.5, 1.5, 0.0]  # the last batch of 2: rank 2 gets a 0 weight
+
+
+def test_two_processes_train_the_same_trial_as_one_at_the_same_global_batch():
+    one = run_trial(task())
+    two = run_trial_group(task(processes=2, threads=1))
+    assert one.status == two.status == "completed", two.error
+    assert two.processes == 2 and two.devices == ("cpu", "cpu") and one.devices == ("cpu",)
+    assert two.metrics.keys() == one.metrics.keys()
+    for key, value in one.metrics.items():
+        assert two.metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    for key, curve in one.throughtime.items():
+        np.testing.assert_allclose(two.throughtime[key], curve, rtol=1e-4, atol=1e-6, err_msg=key)
+    a, b = weights(one.model), weights(two.model)
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=1e-4, atol=1e-5)
+    assert weights(two.model_init).keys() == a.keys()
+
+
+def test_the_dataloader_path_trains_on_a_distributed_sampler():
+    out = run_trial_group(task(dataset=spec("tasks", "blobs_list"), processes=2, threads=1))
+    assert out.status == "completed", out.error
+    assert out.metrics["perf_val"] > 0.6  # the blobs are learnt
+
+
+def test_a_killed_rank_fails_the_group_once_and_the_second_launch_completes(tmp_path):
+    marker = tmp_path / "killed"
+    out = run_trial_group(task(processes=2, handlers=(spec("distributed_tasks", "kill_rank", marker=str(marker)),)))
+    assert marker.exists()  # rank 1 was killed in the first launch
+    assert out.status == "completed", out.error
+    reference = run_trial_group(task(processes=2))
+    assert out.metrics == pytest.approx(reference.metrics)
+
+
+def test_a_rank_killed_at_every_launch_fails_the_trial():
+    out = run_trial_group(task(processes=2, handlers=(spec("distributed_tasks", "kill_rank"),)))
+    assert out.status == "failed"
+    assert f"lost a process {GROUP_ATTEMPTS} times" in (out.error or "")
+
+
+def test_a_rank_that_hangs_makes_the_trial_fail_at_the_collective_timeout():
+    out = run_trial_group(task(processes=2, collective_timeout=5.0, handlers=(spec("distributed_tasks", "hang_rank"),)))
+    assert out.status == "failed"
+    assert "rank" in (out.error or "").lower()
+
+
+def test_train_with_two_processes_per_trial_runs_one_trial_at_a_time_and_records_them(run_kwargs):
+    res = ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE, trial_processes=2,
+                           checkpoint_every=0, **run_kwargs)
+    folder = run_kwargs["folder"]
+    records = [json.loads((folder / "trials" / str(t) / "result.json").read_text()) for t in range(2)]
+    assert [r["status"] for r in records] == ["completed", "completed"]
+    assert all(r["processes"] == 2 and r["devices"] == ["cpu", "cpu"] for r in records)
+    first, second = sorted(records, key=lambda r: r["started_at"])
+    assert second["started_at"] >= first["started_at"] + first["seconds"]  # cores=2: one group at a time
+    assert json.loads((folder / "run.json").read_text())["trial_processes"] == 2
+    assert len(res.trials) == 2
+
+
+def test_one_process_per_trial_records_its_device_and_imports_nothing_distributed():
+    code = ("import sys; sys.path.insert(0, 'tests'); from helpers import FAST_HP; "
+            "from ignite_seg.config.specs import LoaderSpec as S; "
+            "from ignite_seg.engine.trainer import TrialTask, run_trial; "
+            "o = run_trial(TrialTask(0, S('tasks', 'mlp', (), {}), S('tasks', 'blobs', (), {}), "
+            "S('torch.nn', 'CrossEntropyLoss', (), {}), FAST_HP, 'classification', seed=0, device='cpu')); "
+            "assert o.status == 'completed' and o.processes == 1 and o.devices == ('cpu',), o; "
+            "assert 'ignite_seg.engine.distributed' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("value, error", [(0, ConfigError), (3, ConfigError), ("2", ConfigTypeError),
+                                          (True, ConfigTypeError), (1.5, ConfigTypeError)])
+def test_trial_processes_is_checked_up_front(run_kwargs, value, error):
+    with pytest.raises(error, match="trial_processes"):
+        ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE, trial_processes=value, **run_kwargs)
+    assert not run_kwargs["folder"].exists()
+
+
+def test_the_ranks_of_a_trial_get_distinct_gpus_round_robin_by_trial_from_the_visible_ones():
+    visible = ["3", "5", "6", "7"]  # CUDA_VISIBLE_DEVICES=3,5,6,7
+    assert group_gpus(visible, "cuda", 0, 2) == ["3", "5"]
+    assert group_gpus(visible, "auto", 1, 2) == ["6", "7"]
+    assert group_gpus(visible, "auto", 2, 2) == ["3", "5"]  # round-robin: trial 2 shares trial 0's
+    assert group_gpus(visible, "cuda", 1, 3) == ["7", "3", "5"]
+    assert group_gpus(visible, "cuda:2", 5, 2) == ["6", "7"]  # cuda:N: from the N-th visible GPU on
+    with pytest.raises(RuntimeError, match="trial_processes=5 on CUDA needs a GPU per process"):
+        group_gpus(visible, "cuda", 0, 5)
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 0")
+    assert visible_gpus() == ["2", "0"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+    assert backend_for("cpu") == "gloo" and backend_for("cuda:1") == "nccl"
+
+
+def test_a_cuda_trial_on_more_processes_than_gpus_fails_with_the_fix_in_its_error(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    out = run_trial_group(task(device="cuda", processes=2))
+    assert out.status == "failed"
+    assert "needs a GPU per process" in (out.error or "")
+
+
+def test_the_ranks_share_out_the_workers_threads_when_the_task_sets_none():
+    out = run_trial_group(task(processes=2, threads=None, handlers=(spec("distributed_tasks", "write_threads"),)))
+    assert out.status == "completed", out.error
+    assert out.files["threads.txt"] == str(max(1, torch.get_num_threads() // 2)).encode()
+    out = run_trial_group(task(processes=2, threads=1, handlers=(spec("distributed_tasks", "write_threads"),)))
+    assert out.files["threads.txt"] == b"1"
