@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +105,18 @@ def assert_same_run(folder: Path, reference: Path) -> None:
         assert manifest == json.loads((reference / "analysis" / ".manifest.json").read_text())
     assert not list(folder.rglob("*.tmp")), "temporary files left behind"
     assert not (folder / ".ignite_seg.lock").exists()
+
+
+def start_script(script: Path, spec: dict, marker: str, out) -> subprocess.Popen:
+    """Start ``script`` with the JSON ``spec`` in a process tagged by ``marker`` (see :func:`processes_with_marker`)."""
+    env = {**os.environ, "IGNITE_SEG_TEST_MARKER": marker,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(script), json.dumps(spec)], env=env, stdout=out, stderr=out)
+
+
+def wait_until(condition, limit: float, what: str, poll: float = 0.1) -> None:
+    """Poll ``condition`` every ``poll`` s; fail the test naming ``what`` after ``limit`` s."""
+    deadline = time.time() + limit
+    while not condition():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(poll)

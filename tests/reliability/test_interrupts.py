@@ -3,10 +3,8 @@ analysis: the driver stops promptly, keeps what finished, and leaves no process 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -17,22 +15,17 @@ import pytest
 
 from ignite_seg.api import trial_seed
 
-from .harness import ROOT, processes_with_marker
+from .harness import processes_with_marker, start_script, wait_until
 
 SCRIPT = Path(__file__).with_name("runtimerun.py")
 
 
 def _start(spec: dict, marker: str, out) -> subprocess.Popen:
-    env = {**os.environ, "IGNITE_SEG_TEST_MARKER": marker,
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(spec)], env=env, stdout=out, stderr=out)
+    return start_script(SCRIPT, spec, marker, out)
 
 
 def _until(condition, limit: float, what: str) -> None:
-    deadline = time.time() + limit
-    while not condition():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    wait_until(condition, limit, what, poll=0.1)
 
 
 def _no_process_left(marker: str) -> None:

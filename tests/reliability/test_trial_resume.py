@@ -6,11 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
@@ -23,23 +20,18 @@ import ignite_seg
 from ignite_seg.engine.checkpoints import CheckpointPlan
 from ignite_seg.engine.trainer import TrialTask
 
-from .harness import ROOT, load_npz, processes_with_marker
+from .harness import load_npz, processes_with_marker, start_script, wait_until
 
 SCRIPT = Path(__file__).with_name("resumerun.py")
 VOLATILE = ("seconds", "started_at", "pid", "peak_rss_mib", "resumed_from_epoch")
 
 
 def _driver(spec: dict, marker: str, out) -> subprocess.Popen:
-    env = {**os.environ, "IGNITE_SEG_TEST_MARKER": marker,
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(spec)], env=env, stdout=out, stderr=out)
+    return start_script(SCRIPT, spec, marker, out)
 
 
 def _until(condition, limit: float, what: str) -> None:
-    deadline = time.time() + limit
-    while not condition():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+    wait_until(condition, limit, what, poll=0.02)
 
 
 def _run(spec: dict) -> str:
