@@ -40,7 +40,7 @@ from .runtime.checks import check_cores, check_executor, check_reproducible_exec
 from .runtime.logs import ensure_logging
 from .runtime.main_module import check_main_guard, workers_skip_main
 from .runtime.tasks import TaskLost, TaskRunner, prestart
-from .runtime.workers import second_interrupt_exits
+from .runtime.workers import second_interrupt_exits, start_method
 from .storage.atomic import read_json, remove_stale_temporaries, write_json, write_npz
 from .storage.collate import Collator
 from .storage.folder_lock import FolderLock
@@ -181,7 +181,7 @@ def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
     collate, analyse. ``entry`` names the public function in the main-guard error."""
     specs = [*cfg.specs.values(), *cfg.metric_specs.values(), *cfg.handler_specs]  # all built in the workers
     uses_main = any(refers_to_main(spec) for spec in specs)
-    check_main_guard(entry, uses_main)  # before any worker starts
+    check_main_guard(entry, uses_main and (cfg.executor is not None or start_method() != "fork"))  # forked: no import
     previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
     check_same_metrics(cfg, previous)
     cfg = settle(cfg, previous)

@@ -226,3 +226,65 @@ def test_ray_executor(run_kwargs):
     assert [t.status for t in res.trials] == ["completed", "completed"]
     pids = {json.loads((run_kwargs["folder"] / "trials" / str(i) / "result.json").read_text())["pid"] for i in range(2)}
     assert os.getpid() not in pids
+
+
+FORKED_SCRIPT = '''
+import os, sys
+import torch
+sys.path.insert(0, {tests!r})
+import ignite_seg
+import tasks
+from helpers import CE, FAST_HP
+
+torch.set_num_threads(2)
+x = torch.randn(1500, 1500)
+(x @ x).sum()  # an OpenMP parallel region in this process before the workers fork
+
+
+def model():  # a loader from this unguarded script: fine when the workers are forks of it
+    with open(os.path.join({out!r}, f"parent_{{os.getpid()}}"), "w") as f:
+        f.write(str(os.getppid()))
+    return tasks.mlp()
+
+
+ignite_seg.train(model, ("tasks", "blobs", (), {{}}), CE, folder={folder!r}, hyperparameters=FAST_HP,
+                 analysis="none", allow_later_analysis_up_to="none", trials=2, cores=2, seed=0)
+print("caller", os.getpid())
+'''
+
+
+def test_workers_forked_from_the_caller_when_asked(run_kwargs, tmp_path):
+    """``IGNITE_SEG_START_METHOD=fork``: workers are forks of the calling script (no fork server, an
+    unguarded script is not refused), they do not deadlock after the caller ran two OpenMP threads,
+    and the trials equal the fork server's."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = str(Path(__file__).parent)
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED_SCRIPT.format(tests=tests, out=str(tmp_path), folder=str(tmp_path / "forked")))
+    env = {**__import__("os").environ, "IGNITE_SEG_START_METHOD": "fork"}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    caller = int(done.stdout.split("caller")[-1])
+    parents = {int(p.read_text()) for p in tmp_path.glob("parent_*") if p.name != f"parent_{caller}"}  # the probe
+    assert parents == {caller}  # each worker that built a model is a child of the script itself
+    ignite_seg.train(MLP, BLOBS, CE, **run_kwargs)  # the same run from the fork server (this process's default)
+    forked, served = _load(tmp_path / "forked" / "results.npz"), _load(run_kwargs["folder"] / "results.npz")
+    for key in ("final_loss_val", "final_perf_val", "final_loss_train"):
+        np.testing.assert_array_equal(forked[key], served[key])
+
+
+def test_fork_is_not_used_once_cuda_is_initialised(monkeypatch, caplog):
+    from ignite_seg.runtime import workers
+
+    monkeypatch.setenv("IGNITE_SEG_START_METHOD", "fork")
+    assert workers.start_method() == "fork"
+    monkeypatch.setattr(workers, "_cuda_initialized", lambda: True)
+    monkeypatch.setattr(workers, "_warned_cuda", False)
+    with caplog.at_level("WARNING", logger="ignite_seg"):
+        assert workers.start_method() == "forkserver" and workers.start_method() == "forkserver"
+    assert [r.getMessage() for r in caplog.records].count(
+        "IGNITE_SEG_START_METHOD=fork: CUDA is initialised in this process, and a forked worker cannot use it; "
+        "starting workers from the fork server instead") == 1
