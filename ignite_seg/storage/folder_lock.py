@@ -25,6 +25,24 @@ LOCK_NAME = ".ignite_seg.lock"
 #: Attempts to take a lock someone holds (a :meth:`FolderLock.holder` probe holds it briefly).
 LOCK_TRIES = 5
 LOCK_RETRY_S = 0.02
+#: Descriptors of the locks this process holds; a forked child closes its copies (see below).
+_HELD: set[int] = set()
+
+
+def _close_inherited() -> None:
+    """In a forked child: drop the copies of the parent's lock descriptors. A ``flock`` lives as long
+    as any copy of its descriptor is open, so a worker forked from a run that is then SIGKILLed
+    would otherwise keep the folder locked until the worker exits. Closing a copy never unlocks."""
+    for fd in _HELD:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_inherited)
 
 
 class FolderLock:
@@ -78,6 +96,7 @@ class FolderLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         self._fd = fd
+        _HELD.add(fd)
 
     def _locked_fd(self) -> int:
         """An open descriptor of the lock file, flocked by us; the file is the one at ``path``."""
@@ -112,6 +131,7 @@ class FolderLock:
         except FileNotFoundError:
             pass
         finally:
+            _HELD.discard(self._fd)
             os.close(self._fd)
             self._fd = None
 

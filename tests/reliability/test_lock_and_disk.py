@@ -157,3 +157,36 @@ def test_corrupted_results_npz_is_rebuilt_from_the_trial_folders(tmp_path):
         assert z["trial_ids"].tolist() == [0, 1, 2, 3]
         assert z["final_loss_val"][:2].tolist() == [t.loss_val for t in first.trials]
     assert len(res.trials) == 4
+
+
+def test_a_forked_child_does_not_keep_a_dead_runs_lock(tmp_path):
+    """A run that forked a worker (``IGNITE_SEG_START_METHOD=fork``, the analysis pool) and was then
+    SIGKILLed: the orphaned child must not hold the folder's lock; the next run takes it at once."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    script = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from ignite_seg.storage.folder_lock import FolderLock\n"
+        f"FolderLock(Path({str(folder)!r})).acquire()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    null = os.open(os.devnull, os.O_WRONLY)\n"
+        "    os.dup2(null, 1), os.dup2(null, 2)\n"  # let the caller's pipes close
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print(child, flush=True)\n"
+        "os._exit(0)\n"  # dies holding the lock, as if killed; its child lives on
+    )
+    out = subprocess.run([os.environ.get("PYTHON", __import__("sys").executable), "-c", script],
+                         capture_output=True, text=True, timeout=60)
+    child = int(out.stdout)
+    from ignite_seg.storage.folder_lock import FolderLock
+
+    try:
+        lock = FolderLock(folder)
+        with pytest.warns(UserWarning, match="stale lock"):
+            lock.acquire()  # FolderLockedError while the child holds a copy of the dead run's descriptor
+        lock.release()
+    finally:
+        os.kill(child, 9)
