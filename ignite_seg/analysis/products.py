@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["Entry", "Part", "Product", "PRODUCTS", "Task", "find", "plan", "build", "finish", "inputs_of", "FORMAT"]
 
 #: Bumped when the renderers change in a way that should redo existing outputs.
-FORMAT = 1
+FORMAT = 2
 
 #: ``(folder, settings, part) -> {file name: bytes}``; ``part`` is ``""`` for a product built in one go.
 Builder = Callable[[str, AnalysisSettings, str], dict[str, bytes]]
@@ -97,7 +97,8 @@ def _results(rf: RunFolder) -> list[Path]:
 
 
 def _throughtimes(rf: RunFolder) -> list[Path]:
-    return [rf.throughtimes]
+    """The curves, and the trials' records (their best checkpoints are marked on the curves)."""
+    return [rf.throughtimes, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
 
 
 def _hidden(rf: RunFolder) -> list[Path]:
