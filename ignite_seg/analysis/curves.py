@@ -143,9 +143,10 @@ def draw_trial_band(ax: Axes, x: np.ndarray, cset: CurveSet, color: str, name: s
                     label=f"{name}: {band_phrase(nt, 'trials', minmax)}")
 
 
-def draw_stops(ax: Axes, stops: tuple[tuple[int, float], ...], upto: float = np.inf) -> None:
-    """A thin dotted line where trials stopped early (the count of trials drops after it), named when
-    there are few such places."""
+def draw_stops(ax: Axes, stops: tuple[tuple[int, float], ...], upto: float = np.inf, top: bool = True) -> None:
+    """A thin dotted line where trials stopped early (the count of trials drops after it), named at the
+    ``top`` or the bottom of the axes (where the curves are not: a loss falls, a perf rises) when there
+    are few such places."""
     at: dict[float, list[int]] = {}
     for tid, epoch in stops:
         if epoch <= upto:
@@ -156,8 +157,9 @@ def draw_stops(ax: Axes, stops: tuple[tuple[int, float], ...], upto: float = np.
         if len(at) <= 6:
             who = f"trial {ids[0]}" if len(ids) == 1 else (f"trials {', '.join(map(str, ids))}" if len(ids) <= 3
                                                             else f"{len(ids)} trials")
-            ax.text(epoch, 0.98, f" {who} stopped", transform=ax.get_xaxis_transform(), rotation=90, ha="right",
-                    va="top", fontsize=7, color="dimgrey", clip_on=True)
+            ax.text(epoch, 0.98 if top else 0.02, f"{who} stopped", transform=ax.get_xaxis_transform(), rotation=90,
+                    ha="right", va="top" if top else "bottom", fontsize=7, color="dimgrey", clip_on=True,
+                    bbox={"facecolor": "white", "alpha": 0.75, "lw": 0, "pad": 1})
 
 
 def draw_best(ax: Axes, marks: BestMarks, upto: float = np.inf) -> None:
@@ -165,7 +167,7 @@ def draw_best(ax: Axes, marks: BestMarks, upto: float = np.inf) -> None:
     keep = marks.epochs <= upto
     what = "each trial's best checkpoint" if marks.trial_ids.size > 1 else "best checkpoint"
     ax.plot(marks.epochs[keep], marks.values[keep], "*", ls="none", color=COLORS["chosen"], ms=12, mec="k", mew=0.6,
-            zorder=5, label=f"{what} (by {marks.label}, {marks.mode})")
+            zorder=5, clip_on=False, label=f"{what} (by {marks.label}, {marks.mode})")
 
 
 def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: int | None = None) -> None:
@@ -186,7 +188,7 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
     if n >= MINMAX_BELOW:
         note_space(ax, space)
     end = float(x[-1]) if x.size else -np.inf
-    draw_stops(ax, info.stops, end)
+    draw_stops(ax, info.stops, end, top=which == "loss")
     if info.best is not None and info.best.metric == which:
         draw_best(ax, info.best, end)
     shown = (*pair, *((m.loss if which == "loss" else m.perf) for m in info.more_val))
@@ -215,12 +217,12 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
 
 def plot_throughtime(info: ThroughTimeInfo, dpi: float = 110) -> Figure:
     """Train/val loss and perf through time: each trial and the mean ± 95% CI across trials."""
-    fig = new_figure(12, 4.6, dpi)
+    fig = new_figure(12, 6.2, dpi)
     axes = fig.subplots(1, 2)
     for ax, which in zip(axes, ("loss", "perf")):
         draw_throughtime_panel(ax, info, which)
         ax.set_title(f"{'Loss' if which == 'loss' else info.perf_label.capitalize()} through time")
-        ax.legend(fontsize=8, loc="upper right" if which == "loss" else "lower right", framealpha=0.85)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2, frameon=False)
     stopped = f", {len(info.stops)} stopped early" if info.stops else ""
     fig.suptitle(f"Final trials through time (N={count_text(info.counts)} completed trials{stopped}; "
                  "fixed subsets of train/val)")

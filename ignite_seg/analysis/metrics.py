@@ -65,7 +65,7 @@ def _draw_metric(ax: Axes, info: MetricsInfo, metric: MetricCurves) -> None:
         color = COLORS["train"] if k == 0 else COLORS["val"] if k == 1 else set_color(k - 2)
         draw_trials(ax, info.epochs, cset.trials, color, f"{name}: each trial (N={nt})")
         draw_trial_band(ax, info.epochs, cset, color, name, "linear", n < MINMAX_BELOW, ls="-" if k < 2 else "--")
-    draw_stops(ax, info.stops(metric))
+    draw_stops(ax, info.stops(metric), top=metric.mode == "min")
     if info.best is not None and info.best.metric == metric.name:
         draw_best(ax, info.best)
     ax.set_xlim(info.epochs[0], info.epochs[-1])
