@@ -73,14 +73,14 @@ def _draw_metric(ax: Axes, info: MetricsInfo, metric: MetricCurves) -> None:
     ax.set_ylabel(metric.name)
     ax.set_title(f"{metric.name} through time ({'higher' if metric.mode == 'max' else 'lower'} is better)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="best", framealpha=0.85)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2, frameon=False)
 
 
 def plot_metrics(info: MetricsInfo, dpi: float = 110) -> Figure:
     """One panel per custom metric: each trial (thin) and the mean ± 95% CI, on train and every val set."""
     cols = min(2, len(info.metrics))
     rows = -(-len(info.metrics) // cols)
-    fig = new_figure(6.5 * cols, 4.6 * rows, dpi)
+    fig = new_figure(6.5 * cols, 6.0 * rows, dpi)
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False).ravel())
     for ax, metric in zip(axes, info.metrics):
         _draw_metric(ax, info, metric)

@@ -266,7 +266,8 @@ PRODUCTS: tuple[Product, ...] = (
             _png("metrics.png", view.metrics_of, metrics.plot_metrics),
             report=(Entry("metrics.png", "image", "Custom metrics through time", "Each custom metric on the fixed "
                           "train subset and on every validation set: each trial (thin) and the mean ± 95% CI "
-                          "across trials; the title says which direction is better."),)),
+                          "across trials; the title says which direction is better.",
+                          caption_of=captions.metrics_caption_of),)),
     Product("final_perf_png", "images_min", ("final_perf.png",), _results, _has_results, 0.4, _png_key,
             _png("final_perf.png", view.final_panels_of, curves.plot_final_panels),
             report=(Entry("final_perf.png", "image", "Final validation perf across trials",

@@ -10,7 +10,7 @@ import numpy as np
 from fakes import stop_and_keep_best
 
 from ignite_seg.analysis import view
-from ignite_seg.analysis.captions import throughtime_caption
+from ignite_seg.analysis.captions import metrics_caption, throughtime_caption
 from ignite_seg.analysis.curves import plot_throughtime, throughtime_info
 from ignite_seg.analysis.metrics import metrics_info, plot_metrics
 from ignite_seg.analysis.outcomes import Outcomes, TrialBest, best_marks, outcomes_info
@@ -151,6 +151,9 @@ def test_best_checkpoints_are_marked_on_the_panel_of_their_metric():
     fig = plot_metrics(minfo)
     assert [ln.get_xdata().tolist() for ln in fig.axes[0].lines if ln.get_marker() == "*"] == [[2.0, 1.0, 0.5]]
     assert "val: mean of 3→1 trials" in _legend(fig) and "N=3→1" in fig.get_suptitle()
+    cap = metrics_caption(minfo)
+    assert "Stars on the iou panel: each trial's best checkpoint (model_best.pt) by val iou (max)" in cap
+    assert "where 2 of 3 trials stopped early" in cap
     assert not any(ln.get_marker() == "*" for ax in plot_throughtime(throughtime_info(_tt(3), best=best_marks(
         iou, "val iou"))).axes for ln in ax.lines)  # a custom metric's checkpoint is not on the loss/perf panels
 
