@@ -103,7 +103,8 @@ def _best_line(o: Outcomes, label: str) -> str:
 def _stop_line(o: Outcomes) -> str:
     n = len(o.completed)
     if not o.stops:
-        return f"- **early stops**: none of the {n} completed trials was stopped early by a handler"
+        who = "the one completed trial was not" if n == 1 else f"none of the {n} completed trials was"
+        return f"- **early stops**: {who} stopped early by a handler"
     listed = ", ".join(f"trial {t}: epoch {epoch_text(e)}" for t, e in o.stops[:TABLE_UP_TO])
     if len(o.stops) > TABLE_UP_TO:
         listed += f", … ({len(o.stops) - TABLE_UP_TO} more in summary.json)"

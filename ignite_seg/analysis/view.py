@@ -129,7 +129,15 @@ def schedule_of(folder: str) -> ScheduleInfo | None:
 
 
 def outcomes_of(folder: str) -> Outcomes:
-    """The completed trials' best checkpoints and early stops (their ``result.json`` records)."""
+    """The completed trials' best checkpoints and early stops (their ``result.json`` records), cached
+    while those records and ``run.json`` are unchanged (keyed by their mtimes)."""
+    rf = _rf(folder)
+    stamps = tuple(_stamp(rf.trial(t) / "result.json") for t in rf.trial_ids())
+    return _outcomes_cached(folder, stamps, _stamp(rf.run_json))
+
+
+@functools.lru_cache(maxsize=8)
+def _outcomes_cached(folder: str, _records: tuple[int, ...], _run: int) -> Outcomes:
     return outcomes_info(run_of(folder), trial_records(_rf(folder)))
 
 

@@ -73,7 +73,9 @@ def test_summary_condenses_many_trials_and_names_the_best():
     assert "| trial | best epoch" not in md  # no table for many trials
     one = render_markdown(summary_info(RICH, {}, None, [_rec(0, (3.25, 0.7))]))
     assert "by val iou (max): trial 0 at epoch 3.25, value 0.7\n" in one and "| trial | best epoch" not in one
-    assert "none of the 1 completed trials was stopped early by a handler" in one  # handlers, no stop
+    assert "- **early stops**: the one completed trial was not stopped early by a handler" in one  # no stop
+    none = render_markdown(summary_info(RICH, {}, None, [_rec(0, (3.25, 0.7)), _rec(1, (2.0, 0.6))]))
+    assert "- **early stops**: none of the 2 completed trials was stopped early by a handler" in none
 
 
 def test_a_run_without_stops_or_best_checkpoint_reads_as_before():
