@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "png_bytes", "draw_band", "note_space", "draw_trials", "COLORS", "PERF_LABELS", "fmt", "set_color"]
+__all__ = ["new_figure", "png_bytes", "draw_band", "note_space", "draw_trials", "COLORS", "PERF_LABELS", "fmt", "set_color",
+           "band_phrase", "count_text"]
 
 COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "range": "#2ca02c", "diverged": "#d62728", "chosen": "#9467bd"}
 #: Colours of the validation sets after the primary one (none of :data:`COLORS`).
@@ -55,6 +56,30 @@ def fmt(x: float, digits: int = 3) -> str:
     if x is None or not np.isfinite(x):
         return "n/a"
     return f"{x:.{digits}g}"
+
+
+def band_phrase(n: int | str, unit: str, minmax: bool) -> str:
+    """What a band of ``n`` curves is, as the legends write it (``n`` may be a count's range, ``4→2``)."""
+    return f"min–max of {n} {unit}" if minmax else f"95% CI of the mean (N={n})"
+
+
+def count_text(counts: np.ndarray) -> str:
+    """How many curves a figure's points average: ``4`` when every point has 4, ``4→2`` when the count
+    only falls (trials stopped early), ``2–4`` otherwise; points without any finite value are left out.
+
+    Example:
+        >>> count_text(np.array([4, 4, 3, 2, 0]))
+        '4→2'
+    """
+    n = np.asarray(counts, dtype=np.int64)
+    n = n[n > 0]
+    if n.size == 0:
+        return "0"
+    if n.min() == n.max():
+        return str(int(n[0]))
+    if (np.diff(n) <= 0).all():
+        return f"{int(n[0])}→{int(n[-1])}"
+    return f"{int(n.min())}–{int(n.max())}"
 
 
 def draw_band(ax: Axes, x: np.ndarray, band: Band, color: str, what: str, unit: str,

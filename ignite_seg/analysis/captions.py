@@ -6,17 +6,14 @@ twins read the info as the builders do (:mod:`.view`).
 """
 from __future__ import annotations
 
+from ._mpl import band_phrase, count_text
 from .curves import MINMAX_BELOW, ThroughTimeInfo
 from .lr import LRSweepInfo
+from .metrics import MetricsInfo
 from .stats import SPACE_NOTES
 
 __all__ = ["band_phrase", "lr_caption", "throughtime_caption", "lr_caption_of", "throughtime_caption_of",
-           "MINMAX_BELOW"]
-
-def band_phrase(n: int, unit: str, minmax: bool) -> str:
-    """What a band of ``n`` curves is, as the legend of :func:`._mpl.draw_band` writes it."""
-    return f"min–max of {n} {unit}" if minmax else f"95% CI of the mean (N={n})"
-
+           "stops_phrase", "best_phrase", "metrics_caption", "metrics_caption_of", "MINMAX_BELOW"]
 
 def lr_caption(info: LRSweepInfo) -> str:
     n = info.n_repeats
@@ -28,15 +25,53 @@ def lr_caption(info: LRSweepInfo) -> str:
 
 def throughtime_caption(info: ThroughTimeInfo) -> str:
     n = int(info.trial_ids.size)
+    nt = count_text(info.counts)
     if n < 2:
         band = "one trial: no band"
     elif n < MINMAX_BELOW:
-        band = f"band: {band_phrase(n, 'trials', True)}"
+        band = f"band: {band_phrase(nt, 'trials', True)}"
     else:
-        band = (f"band: {band_phrase(n, 'trials', False)} across trials: losses' {SPACE_NOTES['log']}, "
+        band = (f"band: {band_phrase(nt, 'trials', False)} across trials: losses' {SPACE_NOTES['log']}, "
                 f"perf's {SPACE_NOTES['unit']}")
     more = "; every other named validation set (dashed): its mean and band" if info.more_val else ""
-    return f"Loss and perf on fixed train/val subsets: each trial (thin) and their mean; {band}{more}."
+    return (f"Loss and perf on fixed train/val subsets: each trial (thin) and their mean; {band}{more}."
+            + stops_phrase(info.stops, n) + best_phrase(info))
+
+
+def stops_phrase(stops: tuple[tuple[int, float], ...], n: int) -> str:
+    """What the figure says of the trials that stopped early (nothing when none did)."""
+    if not stops:
+        return ""
+    need = 2 if n < MINMAX_BELOW else MINMAX_BELOW
+    return (f" Dotted vertical lines: where {len(stops)} of {n} trials stopped early; later points average fewer "
+            f"trials (the legends' N), the mean is drawn where at least 2 remain and the band where {need} do.")
+
+
+def best_phrase(info: ThroughTimeInfo | MetricsInfo) -> str:
+    """What the stars mark (nothing when the run kept no best checkpoint, or chose it by a metric this
+    figure does not draw)."""
+    b = info.best
+    drawn = ("loss", "perf") if isinstance(info, ThroughTimeInfo) else tuple(m.name for m in info.metrics)
+    if b is None or b.metric not in drawn:
+        return ""
+    who = "each trial's best checkpoint" if b.trial_ids.size > 1 else "the best checkpoint"
+    return (f" Stars on the {b.metric} panel: {who} (model_best.pt) by {b.label} ({b.mode}), at its epoch and "
+            "the value measured there.")
+
+
+def metrics_caption(info: MetricsInfo) -> str:
+    n = int(info.trial_ids.size)
+    stops = tuple(sorted({s for m in info.metrics for s in info.stops(m)}))
+    band = "one trial: no band" if n < 2 else f"band: {band_phrase(count_text(info.counts(info.metrics[0])), 'trials', n < MINMAX_BELOW)}"
+    return ("Each custom metric on the fixed train subset and on every validation set: each trial (thin) and their "
+            f"mean; {band}; the title says which direction is better." + stops_phrase(stops, n) + best_phrase(info))
+
+
+def metrics_caption_of(folder: str) -> str | None:
+    from .view import metrics_of
+
+    info = metrics_of(folder)
+    return metrics_caption(info) if info is not None else None
 
 
 def lr_caption_of(folder: str) -> str | None:

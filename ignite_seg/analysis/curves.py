@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Mapping, NamedTuple
+import warnings
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
 
 from ..storage.result_keys import ResultKeys
-from ._mpl import COLORS, PERF_LABELS, draw_band, draw_trials, fmt, new_figure, note_space, set_color
+from ._mpl import COLORS, PERF_LABELS, band_phrase, count_text, draw_trials, fmt, new_figure, note_space, set_color
+from .outcomes import BestMarks
 from .stats import Band, Mode, Space, Stats, describe, interval_name, mean_band, space_of
 
 if TYPE_CHECKING:
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CurveSet", "SetCurves", "ThroughTimeInfo", "throughtime_info", "plot_throughtime", "draw_throughtime_panel",
+    "trial_counts", "trial_stops", "draw_trial_band", "draw_stops", "draw_best",
     "FinalInfo", "final_info", "plot_final_distribution", "draw_final_distribution",
     "FinalPanelsInfo", "final_panels_info", "plot_final_panels",
     "FinalPairsInfo", "final_pairs_info", "plot_final_pairs",
@@ -50,6 +53,39 @@ class ThroughTimeInfo(NamedTuple):
     #: The primary validation set's label (``val``, or ``val (<name>)``), and every other validation set.
     val_label: str = "val"
     more_val: tuple[SetCurves, ...] = ()
+    #: Each trial's best checkpoint (``train(best_metric=...)``), marked on the loss or perf panel.
+    best: BestMarks | None = None
+
+    @property
+    def counts(self) -> np.ndarray:
+        """The trials with a finite value at each point: fewer after a trial stopped early."""
+        return trial_counts(self.loss_train, self.loss_val, self.perf_train, self.perf_val)
+
+    @property
+    def stops(self) -> tuple[tuple[int, float], ...]:
+        """``(trial id, epoch of its last point)`` of each trial whose curves end before the last epoch."""
+        return trial_stops(self.epochs, self.trial_ids, self.loss_train, self.loss_val, self.perf_train, self.perf_val)
+
+
+def _finite(sets: tuple[CurveSet, ...]) -> np.ndarray:
+    """``(T, S)``: whether a trial has a finite value at a point in any of ``sets``."""
+    return np.logical_or.reduce([np.isfinite(c.trials) for c in sets])
+
+
+def trial_counts(*sets: CurveSet) -> np.ndarray:
+    """How many trials have a finite value at each point, in any of ``sets`` (one count per point)."""
+    return _finite(sets).sum(axis=0).astype(np.int64)
+
+
+def trial_stops(epochs: np.ndarray, trial_ids: np.ndarray, *sets: CurveSet) -> tuple[tuple[int, float], ...]:
+    """The trials whose curves end before the last point (a trial stopped early: NaN-padded by the
+    collation), each with the epoch of its last finite point, in trial order."""
+    out = []
+    for tid, row in zip(trial_ids, _finite(sets)):
+        k = np.flatnonzero(row)
+        if k.size and k[-1] < row.size - 1:
+            out.append((int(tid), float(epochs[k[-1]])))
+    return tuple(out)
 
 
 def curve_set(tt: Mapping[str, np.ndarray], key: str) -> CurveSet:
@@ -60,10 +96,11 @@ def curve_set(tt: Mapping[str, np.ndarray], key: str) -> CurveSet:
 
 
 def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classification",
-                     keys: ResultKeys | None = None) -> ThroughTimeInfo | None:
+                     keys: ResultKeys | None = None, best: BestMarks | None = None) -> ThroughTimeInfo | None:
     """Curves of every completed trial with their mean ± 95% band; ``None`` without completed trials.
 
     ``keys``: the run's validation sets (default: one, ``val``); those without curves are left out.
+    ``best``: the trials' best checkpoints (marked when chosen by ``loss`` or ``perf``).
     """
     epochs = np.asarray(tt.get("epochs", np.zeros(0)), dtype=np.float64)
     ids = np.asarray(tt.get("trial_ids", np.zeros(0)), dtype=np.int64)
@@ -74,26 +111,86 @@ def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classi
                  for s in keys.val_splits[1:] if f"losses_{s}" in tt and f"perfs_{s}" in tt)
     cs = functools.partial(curve_set, tt)
     return ThroughTimeInfo(epochs, ids, cs("losses_train"), cs("losses_val"), cs("perfs_train"), cs("perfs_val"),
-                           PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more)
+                           PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more, best)
+
+
+def _upto(cset: CurveSet, upto: int | None) -> CurveSet:
+    return CurveSet(cset.trials[:, :upto], Band(*(a[:upto] for a in cset.band)))
+
+
+def draw_trial_band(ax: Axes, x: np.ndarray, cset: CurveSet, color: str, name: str, space: Space,
+                    minmax: bool, **kw: Any) -> None:
+    """The mean of the trials and a band, where they mean something: the mean where at least 2 trials
+    remain (everywhere for a one-trial run), the min–max band (``minmax``) where 2 do, the 95% CI where
+    :data:`MINMAX_BELOW` do. The legend says how many trials the points average (``4``, or ``4→2``
+    after early stops)."""
+    n = cset.band.n
+    nt = count_text(n)
+    many = bool(n.size) and int(n.max()) > 1
+    kind = "geometric mean" if space == "log" and many else "mean"
+    ax.plot(x, np.where(n >= 2, cset.band.mean, np.nan) if many else cset.band.mean, color=color, lw=2,
+            label=f"{name}: {kind} of {nt} {'trial' if nt == '1' else 'trials'}", **kw)
+    if not many:
+        return
+    if minmax:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns after every trial stopped
+            low, high = np.nanmin(cset.trials, axis=0), np.nanmax(cset.trials, axis=0)
+    else:
+        low, high = cset.band.low, cset.band.high
+    ok = n >= (2 if minmax else MINMAX_BELOW)
+    ax.fill_between(x, np.where(ok, low, np.nan), np.where(ok, high, np.nan), color=color, alpha=0.25, lw=0,
+                    label=f"{name}: {band_phrase(nt, 'trials', minmax)}")
+
+
+def draw_stops(ax: Axes, stops: tuple[tuple[int, float], ...], upto: float = np.inf, top: bool = True) -> None:
+    """A thin dotted line where trials stopped early (the count of trials drops after it), named at the
+    ``top`` or the bottom of the axes (where the curves are not: a loss falls, a perf rises) when there
+    are few such places."""
+    at: dict[float, list[int]] = {}
+    for tid, epoch in stops:
+        if epoch <= upto:
+            at.setdefault(epoch, []).append(tid)
+    for k, (epoch, ids) in enumerate(sorted(at.items())):
+        ax.axvline(epoch, color="dimgrey", lw=0.9, ls=":", zorder=1,
+                   label="a trial stopped early (N drops after)" if k == 0 else None)
+        if len(at) <= 6:
+            who = f"trial {ids[0]}" if len(ids) == 1 else (f"trials {', '.join(map(str, ids))}" if len(ids) <= 3
+                                                            else f"{len(ids)} trials")
+            ax.text(epoch, 0.98 if top else 0.02, f"{who} stopped", transform=ax.get_xaxis_transform(), rotation=90,
+                    ha="right", va="top" if top else "bottom", fontsize=7, color="dimgrey", clip_on=True,
+                    bbox={"facecolor": "white", "alpha": 0.75, "lw": 0, "pad": 1})
+
+
+def draw_best(ax: Axes, marks: BestMarks, upto: float = np.inf) -> None:
+    """A star at each trial's best checkpoint (its epoch and the value measured there)."""
+    keep = marks.epochs <= upto
+    what = "each trial's best checkpoint" if marks.trial_ids.size > 1 else "best checkpoint"
+    ax.plot(marks.epochs[keep], marks.values[keep], "*", ls="none", color=COLORS["chosen"], ms=12, mec="k", mew=0.6,
+            zorder=5, clip_on=False, label=f"{what} (by {marks.label}, {marks.mode})")
 
 
 def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: int | None = None) -> None:
-    """Loss (``which="loss"``) or perf, train and val, every trial and the mean band, to ``upto`` points."""
+    """Loss (``which="loss"``) or perf, train and val, every trial and the mean band, to ``upto`` points;
+    where trials stopped early, and the best checkpoints when chosen by this panel's metric."""
     x = info.epochs[:upto]
     n = info.trial_ids.size
+    nt = count_text(info.counts[:upto])
     pair = (info.loss_train, info.loss_val) if which == "loss" else (info.perf_train, info.perf_val)
     space = space_of("losses" if which == "loss" else "perfs")
     for split, name, cset in zip(("train", "val"), ("train", info.val_label), pair):
-        draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{name}: each trial (N={n})")
+        draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{name}: each trial (N={nt})")
         # below 3 trials the t-interval of the mean (t = 12.7 for N = 2) hides the data: show min-max
-        draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), COLORS[split], name, "trials",
-                  curves=cset.trials[:, :upto] if n < MINMAX_BELOW else None, space=space)
+        draw_trial_band(ax, x, _upto(cset, upto), COLORS[split], name, space, n < MINMAX_BELOW)
     for k, more in enumerate(info.more_val):  # the other validation sets: mean and band only
         cset = more.loss if which == "loss" else more.perf
-        draw_band(ax, x, Band(*(a[:upto] for a in cset.band)), set_color(k), more.name, "trials",
-                  curves=cset.trials[:, :upto] if n < MINMAX_BELOW else None, space=space, ls="--")
+        draw_trial_band(ax, x, _upto(cset, upto), set_color(k), more.name, space, n < MINMAX_BELOW, ls="--")
     if n >= MINMAX_BELOW:
         note_space(ax, space)
+    end = float(x[-1]) if x.size else -np.inf
+    draw_stops(ax, info.stops, end, top=which == "loss")
+    if info.best is not None and info.best.metric == which:
+        draw_best(ax, info.best, end)
     shown = (*pair, *((m.loss if which == "loss" else m.perf) for m in info.more_val))
     ax.set_xlim(info.epochs[0], info.epochs[-1])
     ax.set_xlabel("epoch")
@@ -120,13 +217,15 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
 
 def plot_throughtime(info: ThroughTimeInfo, dpi: float = 110) -> Figure:
     """Train/val loss and perf through time: each trial and the mean ± 95% CI across trials."""
-    fig = new_figure(12, 4.6, dpi)
+    fig = new_figure(12, 6.2, dpi)
     axes = fig.subplots(1, 2)
     for ax, which in zip(axes, ("loss", "perf")):
         draw_throughtime_panel(ax, info, which)
         ax.set_title(f"{'Loss' if which == 'loss' else info.perf_label.capitalize()} through time")
-        ax.legend(fontsize=8, loc="upper right" if which == "loss" else "lower right", framealpha=0.85)
-    fig.suptitle(f"Final trials through time (N={info.trial_ids.size} completed trials; fixed subsets of train/val)")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2, frameon=False)
+    stopped = f", {len(info.stops)} stopped early" if info.stops else ""
+    fig.suptitle(f"Final trials through time (N={count_text(info.counts)} completed trials{stopped}; "
+                 "fixed subsets of train/val)")
     return fig
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["Entry", "Part", "Product", "PRODUCTS", "Task", "find", "plan", "build", "finish", "inputs_of", "FORMAT"]
 
 #: Bumped when the renderers change in a way that should redo existing outputs.
-FORMAT = 1
+FORMAT = 2
 
 #: ``(folder, settings, part) -> {file name: bytes}``; ``part`` is ``""`` for a product built in one go.
 Builder = Callable[[str, AnalysisSettings, str], dict[str, bytes]]
@@ -97,7 +97,8 @@ def _results(rf: RunFolder) -> list[Path]:
 
 
 def _throughtimes(rf: RunFolder) -> list[Path]:
-    return [rf.throughtimes]
+    """The curves, and the trials' records (their best checkpoints are marked on the curves)."""
+    return [rf.throughtimes, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
 
 
 def _hidden(rf: RunFolder) -> list[Path]:
@@ -265,7 +266,8 @@ PRODUCTS: tuple[Product, ...] = (
             _png("metrics.png", view.metrics_of, metrics.plot_metrics),
             report=(Entry("metrics.png", "image", "Custom metrics through time", "Each custom metric on the fixed "
                           "train subset and on every validation set: each trial (thin) and the mean ± 95% CI "
-                          "across trials; the title says which direction is better."),)),
+                          "across trials; the title says which direction is better.",
+                          caption_of=captions.metrics_caption_of),)),
     Product("final_perf_png", "images_min", ("final_perf.png",), _results, _has_results, 0.4, _png_key,
             _png("final_perf.png", view.final_panels_of, curves.plot_final_panels),
             report=(Entry("final_perf.png", "image", "Final validation perf across trials",

@@ -177,7 +177,7 @@ def _closing(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
 
     summary = view.summary_of(folder)
     lines = [wrapped for line in decision_lines(summary)
-             for wrapped in textwrap.wrap(line[2:].replace("**", ""), 90, subsequent_indent="    ")]
+             for wrapped in textwrap.wrap(line[2:].replace("**", "").replace("`", ""), 90, subsequent_indent="    ")]
 
     def draw() -> None:
         fig.text(0.5, 0.85, "Result", ha="center", va="center", fontsize=18, weight="bold")
@@ -254,7 +254,10 @@ def _training(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     axes = fig.subplots(1, 2)
     reveal = _Reveal()
     for ax, which in zip(axes, ("loss", "perf")):
-        reveal.add(ax, _new_artists(ax, partial(draw_throughtime_panel, ax, info, which)))
+        arts = _new_artists(ax, partial(draw_throughtime_panel, ax, info, which))
+        for a in arts:  # revealed with the curves (the best checkpoints' stars are unclipped on the still figure)
+            a.set_clip_on(True)
+        reveal.add(ax, arts)
         ax.set_title(f"{'loss' if which == 'loss' else info.perf_label} through time", fontsize=10)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=LEGEND, frameon=False)

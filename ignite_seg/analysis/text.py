@@ -21,6 +21,7 @@ from ..storage.schemas import (
     MiscSteps,
 )
 from ._mpl import PERF_LABELS, fmt
+from .outcomes import Outcomes, best_label, outcome_lines, outcome_table, outcomes_info, outcomes_json
 from .stats import Mode, Stats, describe, space_of
 
 __all__ = ["SummaryInfo", "Problem", "TunerFiles", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
@@ -73,6 +74,8 @@ class SummaryInfo(NamedTuple):
     #: The run's validation sets (primary first) and the final metrics in ``stats``, in order.
     keys: ResultKeys = ResultKeys()
     metrics: tuple[tuple[str, str, Mode], ...] = METRICS
+    #: The completed trials' best checkpoints and early stops (:mod:`.outcomes`).
+    outcomes: Outcomes = Outcomes()
 
 
 def _f(a: Any) -> np.ndarray:
@@ -222,7 +225,7 @@ def summary_info(
         title=title, created=run.get("created"), state=_state_after_analysis(str(run.get("state", "unknown"))),
         versions=dict(run.get("versions", {})), accuracy_style=str(run.get("accuracy_style", "classification")),
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
-        problems=tuple(problems), misc=misc, keys=keys, metrics=metrics,
+        problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, records),
     )
 
 
@@ -297,11 +300,16 @@ def decision_lines(info: SummaryInfo) -> list[str]:
                    f"over {s.n} trials (best {fmt(s.best, 4)})")
     elif s.n == 1:
         out.append(f"- **{label}**: {fmt(s.mean, 4)} (one trial: no interval)")
+    out += outcome_lines(info.outcomes, _best_label(info))
     bad = c.get("diverged", 0) + c.get("failed", 0) + c.get("unfinished", 0)
     out.append(f"- **failures**: {c.get('diverged', 0)} diverged, {c.get('failed', 0)} failed"
                + (f", {c['unfinished']} unfinished" if c.get("unfinished") else "")
                + (" (see below)" if bad else ""))
     return out
+
+
+def _best_label(info: SummaryInfo) -> str:
+    return best_label(info.outcomes.metric, info.keys, info.accuracy_style)
 
 
 def render_markdown(info: SummaryInfo) -> str:
@@ -324,6 +332,8 @@ def render_markdown(info: SummaryInfo) -> str:
     if info.versions:
         lines.append("- versions: " + ", ".join(f"{k} {v}" for k, v in info.versions.items()))
     lines += ["", "## Decisions", "", *decision_lines(info)]
+    table = outcome_table(info.outcomes, _best_label(info))
+    lines += ["", *table] if table else []
     lines += ["", "## Chosen hyperparameters", "", "| hyperparameter | value | evidence |", "|---|---|---|"]
     keys = [k for k in HP_ORDER if k in info.final_hp] + [k for k in info.final_hp if k not in HP_ORDER]
     for k in keys:
@@ -384,6 +394,7 @@ def summary_json(info: SummaryInfo) -> dict[str, Any]:
             "final": {key: stat(info.stats[key]) for key, _l, _m in info.metrics},
             "seconds": stat(info.seconds),
             "problems": [p._asdict() for p in info.problems],
+            **outcomes_json(info.outcomes),
         },
         "tuner": info.misc,
     }

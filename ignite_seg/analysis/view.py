@@ -44,10 +44,12 @@ from .hidden import PCAInfo, pca_info
 from .load import hidden_path, read_json_or_none, read_npz, trial_records
 from .lr import LRSweepInfo, ScheduleInfo, lr_sweep_info, schedule_info
 from .metrics import MetricsInfo, metrics_info
+from .outcomes import BestMarks, Outcomes, best_label, best_marks, outcomes_info
 from .text import SummaryInfo, TunerFiles, summary_info
 
 __all__ = ["run_of", "keys_of", "lr_of", "batch_of", "schedule_of", "throughtime_of", "metrics_of", "final_of",
-           "final_panels_of", "final_pairs_of", "pca_of", "summary_of", "counts_of", "hidden_trial_of"]
+           "final_panels_of", "final_pairs_of", "pca_of", "summary_of", "counts_of", "hidden_trial_of",
+           "outcomes_of", "best_marks_of"]
 
 R = TypeVar("R", bound=NpzRecord)
 
@@ -126,16 +128,36 @@ def schedule_of(folder: str) -> ScheduleInfo | None:
     return schedule_info(final) if final is not None else None
 
 
+def outcomes_of(folder: str) -> Outcomes:
+    """The completed trials' best checkpoints and early stops (their ``result.json`` records), cached
+    while those records and ``run.json`` are unchanged (keyed by their mtimes)."""
+    rf = _rf(folder)
+    stamps = tuple(_stamp(rf.trial(t) / "result.json") for t in rf.trial_ids())
+    return _outcomes_cached(folder, stamps, _stamp(rf.run_json))
+
+
+@functools.lru_cache(maxsize=8)
+def _outcomes_cached(folder: str, _records: tuple[int, ...], _run: int) -> Outcomes:
+    return outcomes_info(run_of(folder), trial_records(_rf(folder)))
+
+
+def best_marks_of(folder: str) -> BestMarks | None:
+    """The trials' best checkpoints as the through-time figures mark them; ``None`` when the run kept none."""
+    o = outcomes_of(folder)
+    return best_marks(o, best_label(o.metric, keys_of(folder), str(run_of(folder).get("accuracy_style", "classification"))))
+
+
 def throughtime_of(folder: str) -> ThroughTimeInfo | None:
     tt = _npz(str(_rf(folder).throughtimes))
     if tt is None:
         return None
-    return throughtime_info(tt, str(run_of(folder).get("accuracy_style", "classification")), keys_of(folder))
+    return throughtime_info(tt, str(run_of(folder).get("accuracy_style", "classification")), keys_of(folder),
+                            best_marks_of(folder))
 
 
 def metrics_of(folder: str) -> MetricsInfo | None:
     tt = _npz(str(_rf(folder).throughtimes))
-    return metrics_info(tt, keys_of(folder)) if tt is not None else None
+    return metrics_info(tt, keys_of(folder), best_marks_of(folder)) if tt is not None else None
 
 
 def counts_of(folder: str) -> dict[str, int]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping, NamedTuple
 
 __all__ = [
-    "ResultKeys", "KeyParts", "BestRecord", "BEST_KEYS", "TRIAL_FILES", "curve_keys", "final_keys", "is_curve_key", "is_final_key",
+    "ResultKeys", "KeyParts", "BestRecord", "StopRecord", "BEST_KEYS", "TRIAL_FILES", "curve_keys", "final_keys", "is_curve_key", "is_final_key",
     "NAME",
 ]
 
@@ -68,6 +68,30 @@ class BestRecord:
         value = result["best_value"]
         return cls(str(result["best_metric"]), "min" if result["best_mode"] == "min" else "max",
                    float(result["best_epoch"]), float("nan") if value is None else float(value))
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    """Whether a completed trial was stopped early by a user handler (``train(handlers=...)``): the
+    fractional ``epoch`` it stopped at, ``None`` when it ran to its last epoch."""
+
+    epoch: float | None
+
+    @property
+    def stopped(self) -> bool:
+        return self.epoch is not None
+
+    def to_result(self) -> dict[str, Any]:
+        """The ``result.json`` fields ``stopped_early`` and ``stopped_epoch``."""
+        return {"stopped_early": self.stopped, "stopped_epoch": self.epoch}
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> StopRecord | None:
+        """From a ``result.json`` record; ``None`` where it says nothing (not completed, or an older trial)."""
+        if "stopped_early" not in result:
+            return None
+        epoch = result.get("stopped_epoch")
+        return cls(float(epoch) if result["stopped_early"] and epoch is not None else None)
 
 
 class KeyParts(NamedTuple):

@@ -25,7 +25,7 @@ import numpy as np
 from ..exceptions import ConfigTypeError, FolderError
 from .atomic import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
 from .folder_lock import LOCK_NAME
-from .result_keys import TRIAL_FILES
+from .result_keys import TRIAL_FILES, StopRecord
 
 __all__ = [
     "RunFolder", "archive_folder", "resolve_folder_arg", "check_history_folder",
@@ -248,8 +248,7 @@ class RunFolder:
         if getattr(outcome, "best", None) is not None:
             result.update(outcome.best.to_result())
         if outcome.status == "completed":  # the epoch a user handler stopped it at (null: ran to the end)
-            stopped = getattr(outcome, "stopped_epoch", None)
-            result.update(stopped_early=stopped is not None, stopped_epoch=stopped)
+            result.update(StopRecord(getattr(outcome, "stopped_epoch", None)).to_result())
         if outcome.error:
             result["error"] = outcome.error.strip().splitlines()[-1][:500]
         result.update(_checkpoint_facts(getattr(outcome, "checkpoints", None)))

@@ -118,3 +118,40 @@ def add_val_sets_and_metric(folder: Path) -> None:
     results, tt = collator.arrays()
     write_npz(rf.results, **results)
     write_npz(rf.throughtimes, **tt)
+
+
+def stop_and_keep_best(folder: Path, stops: dict[int, int], best: dict[int, int], metric: str = "loss",
+                       mode: str = "min") -> dict[int, tuple[float, float]]:
+    """Turn a plain run into one whose trials kept a best checkpoint by ``metric`` (on the primary val
+    set) and some of which a handler stopped early, as the trainer records them, and collate it again.
+
+    ``stops``: trial -> how many snapshots it kept (its curves end there; ``stopped_epoch`` is the last
+    one's epoch). ``best``: trial -> the snapshot index of its best checkpoint. Returns trial ->
+    ``(best epoch, best value)``: the epoch and the value of the trial's curve at that snapshot.
+    """
+    from ignite_seg.storage.atomic import read_json
+    from ignite_seg.storage.collate import Collator
+    from ignite_seg.storage.run_folder import RunFolder
+
+    rf = RunFolder(folder)
+    write_json(rf.run_json, {**rf.read_run(), "best_metric": metric, "best_mode": mode,
+                             "handlers": ["ignite.handlers:EarlyStopping(...)"]})
+    curve = {"loss": "losses_val", "perf": "perfs_val"}.get(metric, f"metric_{metric}_val")
+    collator = Collator({"snapshots_per_epoch": 4}, smooth_window=5)  # as train() collates the tiny run
+    chosen = {}
+    for tid, res in rf.finished_trials():
+        tt = rf.read_throughtime(tid)
+        k = stops.get(tid, tt["epochs"].size)
+        tt = {key: (v[:k] if isinstance(v, np.ndarray) and v.ndim == 1 and v.size == tt["epochs"].size else v)
+              for key, v in tt.items()}
+        chosen[tid] = (float(tt["epochs"][best[tid]]), float(tt[curve][best[tid]]))
+        res = dict(read_json(rf.trial(tid) / "result.json"))
+        res.update(best_metric=metric, best_mode=mode, best_epoch=chosen[tid][0], best_value=chosen[tid][1],
+                   stopped_early=tid in stops, stopped_epoch=float(tt["epochs"][-1]) if tid in stops else None)
+        write_npz(rf.trial(tid) / "throughtime.npz", **tt)
+        write_json(rf.trial(tid) / "result.json", res)
+        collator.add(tid, res, tt)
+    results, tt = collator.arrays()
+    write_npz(rf.results, **results)
+    write_npz(rf.throughtimes, **tt)
+    return chosen

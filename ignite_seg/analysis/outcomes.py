@@ -1,0 +1,169 @@
+"""How the completed trials ended: the best checkpoint of each (``model_best.pt``) and the early stops.
+
+:func:`outcomes_info` reads the trials' ``result.json`` records through their storage records
+(:class:`.BestRecord`, :class:`.StopRecord`); the summary's lines and table and the figures' marks
+are drawn from the :class:`Outcomes` it returns. A run without a best checkpoint and without user
+handlers gives no line at all.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from ..storage.result_keys import BestRecord, Mode, ResultKeys, StopRecord
+from ._mpl import PERF_LABELS, fmt
+
+__all__ = ["TrialBest", "Outcomes", "outcomes_info", "best_label", "epoch_text", "outcome_lines", "outcome_table",
+           "outcomes_json", "TABLE_UP_TO", "BestMarks", "best_marks"]
+
+#: Up to this many completed trials the summary lists each in a table; above, condensed lines.
+TABLE_UP_TO = 8
+
+
+class TrialBest(NamedTuple):
+    """Where one trial's best checkpoint was taken: the fractional epoch and the value measured there."""
+
+    trial_id: int
+    epoch: float
+    value: float
+
+
+class Outcomes(NamedTuple):
+    """The completed trials (ids), their best checkpoints by ``metric`` in direction ``mode`` (none:
+    the run kept no best checkpoint), the early stops ``(trial id, epoch)`` and how many user handlers
+    the run attached."""
+
+    completed: tuple[int, ...] = ()
+    metric: str | None = None
+    mode: Mode | None = None
+    best: tuple[TrialBest, ...] = ()
+    stops: tuple[tuple[int, float], ...] = ()
+    handlers: int = 0
+
+
+def outcomes_info(run: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> Outcomes:
+    """The completed trials' best checkpoints and early stops, in trial order (pure).
+
+    Example:
+        >>> o = outcomes_info({}, [{"trial_id": 1, "status": "completed", "stopped_early": True, "stopped_epoch": 7.0}])
+        >>> o.stops
+        ((1, 7.0),)
+    """
+    metric, mode = None, None
+    completed, best, stops = [], [], []
+    for rec in sorted(records, key=lambda r: int(r["trial_id"])):
+        if rec.get("status") != "completed":
+            continue
+        tid = int(rec["trial_id"])
+        completed.append(tid)
+        b = BestRecord.from_result(rec)
+        if b is not None:
+            metric, mode = b.metric, b.mode
+            best.append(TrialBest(tid, b.epoch, b.value))
+        s = StopRecord.from_result(rec)
+        if s is not None and s.epoch is not None:
+            stops.append((tid, s.epoch))
+    return Outcomes(tuple(completed), metric, mode, tuple(best), tuple(stops), len(run.get("handlers") or ()))
+
+
+def best_label(metric: str | None, keys: ResultKeys, accuracy_style: str = "classification") -> str:
+    """How the summary and the figures name the best checkpoint's metric: on the primary validation set."""
+    name = {"loss": "loss", "perf": PERF_LABELS.get(accuracy_style, "perf")}.get(metric or "", metric or "")
+    return f"{keys.label('val')} {name}"
+
+
+def epoch_text(epoch: float) -> str:
+    """A fractional epoch as a reader writes it: ``12``, ``7.5``, ``3.25``."""
+    return f"{epoch:.2f}".rstrip("0").rstrip(".")
+
+
+def _epochs(values: Sequence[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"epoch {epoch_text(lo)}" if lo == hi else f"epochs {epoch_text(lo)}–{epoch_text(hi)}"
+
+
+def _best_line(o: Outcomes, label: str) -> str:
+    head = f"- **best checkpoint** (`model_best.pt`) by {label} ({o.mode}): "
+    if len(o.best) == 1:
+        b = o.best[0]
+        return head + f"trial {b.trial_id} at epoch {epoch_text(b.epoch)}, value {fmt(b.value, 4)}"
+    values = np.array([b.value for b in o.best], dtype=np.float64)
+    fin = values[np.isfinite(values)]
+    spread = (f"value mean {fmt(float(fin.mean()), 4)} [min {fmt(float(fin.min()), 4)}, max {fmt(float(fin.max()), 4)}]"
+              if fin.size else "no finite value")
+    line = head + f"{_epochs([b.epoch for b in o.best])} across {len(o.best)} trials, {spread}"
+    if len(o.completed) > TABLE_UP_TO and fin.size:  # no table below: name the best trial
+        k = int(np.nanargmin(values) if o.mode == "min" else np.nanargmax(values))
+        b = o.best[k]
+        line += f"; best trial {b.trial_id} (epoch {epoch_text(b.epoch)}, value {fmt(b.value, 4)})"
+    return line
+
+
+def _stop_line(o: Outcomes) -> str:
+    n = len(o.completed)
+    if not o.stops:
+        who = "the one completed trial was not" if n == 1 else f"none of the {n} completed trials was"
+        return f"- **early stops**: {who} stopped early by a handler"
+    listed = ", ".join(f"trial {t}: epoch {epoch_text(e)}" for t, e in o.stops[:TABLE_UP_TO])
+    if len(o.stops) > TABLE_UP_TO:
+        listed += f", … ({len(o.stops) - TABLE_UP_TO} more in summary.json)"
+    return f"- **early stops**: {len(o.stops)} of {n} completed trials stopped early by a handler ({listed})"
+
+
+def outcome_lines(o: Outcomes, label: str) -> list[str]:
+    """The summary's bullets: the best checkpoint (when the run kept one) and the early stops (when the
+    run attached handlers or a trial stopped); none for a run with neither."""
+    out = [_best_line(o, label)] if o.best else []
+    if o.stops or o.handlers:
+        out.append(_stop_line(o))
+    return out
+
+
+def outcome_table(o: Outcomes, label: str) -> list[str]:
+    """A row per completed trial (best epoch and value, the epoch it stopped at) when the run kept a best
+    checkpoint and has 2 to :data:`TABLE_UP_TO` completed trials; otherwise no line."""
+    if not o.best or not 1 < len(o.completed) <= TABLE_UP_TO:
+        return []
+    best = {b.trial_id: b for b in o.best}
+    stops = dict(o.stops)
+    head = ["trial", "best epoch", f"best {label}"] + (["stopped early at epoch"] if stops else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for tid in o.completed:
+        b = best.get(tid)
+        row = [str(tid), epoch_text(b.epoch) if b else "n/a", fmt(b.value, 4) if b else "n/a"]
+        if stops:
+            row.append(epoch_text(stops[tid]) if tid in stops else "—")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def outcomes_json(o: Outcomes) -> dict[str, Any]:
+    """``summary.json``'s ``best_checkpoint`` and ``stopped_early`` (each only when the run has it)."""
+    out: dict[str, Any] = {}
+    if o.best:
+        out["best_checkpoint"] = {"metric": o.metric, "mode": o.mode, "trials": [b._asdict() for b in o.best]}
+    if o.stops or o.handlers:
+        out["stopped_early"] = [{"trial_id": t, "epoch": e} for t, e in o.stops]
+    return out
+
+
+class BestMarks(NamedTuple):
+    """Each trial's best checkpoint, as the through-time figure of its metric marks it: the ``metric``
+    (``loss``, ``perf`` or a custom metric), its direction, its label and a point per trial."""
+
+    metric: str
+    mode: Mode
+    label: str
+    trial_ids: np.ndarray
+    epochs: np.ndarray
+    values: np.ndarray
+
+
+def best_marks(o: Outcomes, label: str) -> BestMarks | None:
+    """The marks of :class:`Outcomes`' best checkpoints; ``None`` when the run kept none."""
+    if not o.best or o.metric is None or o.mode is None:
+        return None
+    return BestMarks(o.metric, o.mode, label, np.array([b.trial_id for b in o.best], dtype=np.int64),
+                     np.array([b.epoch for b in o.best], dtype=np.float64),
+                     np.array([b.value for b in o.best], dtype=np.float64))
