@@ -117,6 +117,31 @@ def test_train_with_two_processes_per_trial_runs_one_trial_at_a_time_and_records
     assert len(res.trials) == 2
 
 
+def test_cores_4_runs_two_groups_of_2_at_once_each_on_its_own_port_as_they_would_run_in_turn(run_kwargs, monkeypatch):
+    monkeypatch.setattr("ignite_seg.runtime.checks.usable_cpus", lambda: 4)  # this test machine may have 2
+    kwargs = {**run_kwargs, "trial_processes": 2, "checkpoint_every": 0,
+              "handlers": [("distributed_tasks", "write_rendezvous", (), {})]}
+    recipe = (("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE)
+    ignite_seg.train(*recipe, **{**kwargs, "cores": 4})
+    ignite_seg.train(*recipe, **{**kwargs, "cores": 2, "folder": run_kwargs["folder"].parent / "in_turn"})
+
+    def trials(folder):
+        return [json.loads((folder / "trials" / str(t) / "result.json").read_text()) for t in range(2)]
+
+    together, in_turn = trials(run_kwargs["folder"]), trials(run_kwargs["folder"].parent / "in_turn")
+    first, second = sorted(together, key=lambda r: r["started_at"])
+    assert second["started_at"] < first["started_at"] + first["seconds"]  # the two groups overlapped
+    assert first["pid"] != second["pid"]  # in two workers
+    rendezvous = [(run_kwargs["folder"] / "trials" / str(t) / "rendezvous.txt").read_text().split() for t in range(2)]
+    assert rendezvous[0][0] != rendezvous[1][0]  # each group its own port
+    first, second = sorted(in_turn, key=lambda r: r["started_at"])
+    assert second["started_at"] >= first["started_at"] + first["seconds"]
+    for a, b in zip(together, in_turn):
+        assert a["status"] == b["status"] == "completed"
+        finals = [k for k in b if k.startswith(("loss_", "perf_"))]
+        assert finals and {k: a[k] for k in finals} == {k: b[k] for k in finals}
+
+
 def test_one_process_per_trial_records_its_device_and_imports_nothing_distributed():
     code = ("import sys; sys.path.insert(0, 'tests'); from helpers import FAST_HP; "
             "from ignite_seg.config.specs import LoaderSpec as S; "
