@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import logging
 import subprocess
 import sys
 
@@ -140,6 +141,16 @@ def test_cores_4_runs_two_groups_of_2_at_once_each_on_its_own_port_as_they_would
         assert a["status"] == b["status"] == "completed"
         finals = [k for k in b if k.startswith(("loss_", "perf_"))]
         assert finals and {k: a[k] for k in finals} == {k: b[k] for k in finals}
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_callers_log_names_each_trials_processes_and_devices(run_kwargs, caplog, processes):
+    with caplog.at_level(logging.INFO, logger="ignite_seg"):
+        ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE, trial_processes=processes,
+                         checkpoint_every=0, **{**run_kwargs, "trials": 1})
+    lines = [r.getMessage() for r in caplog.records if r.name == "ignite_seg" and r.levelno == logging.INFO]
+    devices = ", ".join(["cpu"] * processes)
+    assert f"trial 0 ran on {processes} process(es): {devices}" in lines
 
 
 def test_one_process_per_trial_records_its_device_and_imports_nothing_distributed():
