@@ -62,6 +62,32 @@ def test_rank_batches_split_each_global_batch_and_weight_each_share():
     assert [shares[r][2][1] for r in range(3)] == [1.5, 1.5, 0.0]  # the last batch of 2: rank 2 gets a 0 weight
 
 
+def test_on_the_dataloader_path_the_ranks_see_disjoint_items_each_epoch_in_a_new_order_set_by_the_trainer():
+    from ignite.engine import Engine
+    from tasks import ListDataset
+
+    items = ListDataset([(torch.tensor([float(i)]), i) for i in range(20)])
+    source = BatchSource(items, Data(items, items))
+    assert not source.fast
+
+    def epochs(rank: int, n: int) -> list[list[int]]:  # the items of each epoch, as a trainer draws them
+        batches = RankBatches(source, 8, seed=3, rank=rank, size=2)
+        shares = list(batches)  # batches of ceil(8 / 2) items, weight 1
+        assert len(batches) == 3 and [len(y) for (_, y), _ in shares] == [4, 4, 2] and {w for _, w in shares} == {1.0}
+        batches.epoch = 0
+        return [[int(i) for (_, y), _ in batches for i in y] for _ in range(n)]
+
+    ranks = [epochs(r, 3) for r in range(2)]
+    for e in range(3):
+        assert sorted(ranks[0][e] + ranks[1][e]) == list(range(20))  # disjoint halves, all items once
+    assert ranks[0][0] != ranks[0][1] != ranks[0][2] and ranks[1][0] != ranks[1][1]  # set_epoch: a new order
+    resumed = RankBatches(source, 8, seed=3, rank=1, size=2)
+    trainer = Engine(lambda e, b: None)
+    trainer.state.epoch = 3  # Events.EPOCH_STARTED of the third epoch, as after a resume from epoch 2
+    resumed.start_epoch(trainer)
+    assert [int(i) for (_, y), _ in resumed for i in y] == ranks[1][2]
+
+
 def test_two_processes_train_the_same_trial_as_one_at_the_same_global_batch():
     one = run_trial(task())
     two = run_trial_group(task(processes=2, threads=1))
