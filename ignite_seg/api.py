@@ -30,6 +30,7 @@ from .run_plan import (
     check_same_metrics,
     check_trial_processes,
     checkpoint_plan,
+    log_trial,
     plan_trials,
     run_record,
     settle,
@@ -292,7 +293,6 @@ def _run_trials(
     rf: RunFolder, runner: TaskRunner, cfg: RunConfig, hp: FixedHyperparameters, plan: list[int]
 ) -> tuple[dict[int, dict[str, Any]], Collator]:
     """Run the planned trials not finished yet; every finished trial, and the collator holding them."""
-    from .engine.checkpoints import log_checkpoint_report
     from .engine.trainer import TrialTask
 
     finished = dict(rf.finished_trials())
@@ -324,7 +324,7 @@ def _run_trials(
                                          timeout=cfg.trial_timeout, at_once=cfg.trials_at_once):
             outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item
             res = rf.write_trial(outcome)
-            log_checkpoint_report(outcome.trial_id, outcome.checkpoints)
+            log_trial(outcome)
             finished[outcome.trial_id] = res
             if outcome.status == "completed":
                 collator.add(outcome.trial_id, res, outcome.throughtime)

@@ -23,7 +23,7 @@ from . import __version__
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import DESCRIBE_MAX, LoaderSpec, normalize_spec
-from .engine.checkpoints import CheckpointPlan, folder_visible
+from .engine.checkpoints import CheckpointPlan, folder_visible, log_checkpoint_report
 from .engine.scoring import AccuracyStyle
 from .exceptions import ConfigError, ConfigTypeError, FolderError
 from .runtime.tasks import TaskRunner
@@ -34,7 +34,7 @@ from .storage.run_folder import CHECKPOINT_NAME, RUN_STATES, RunFolder, RunState
 __all__ = [
     "RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials", "TrainResult",
     "TrialSummary", "train_result", "check_metrics", "check_same_metrics", "check_handlers", "check_checkpoint_every",
-    "check_trial_processes", "trial_function",
+    "check_trial_processes", "trial_function", "log_trial",
     "checkpoint_plan",
 ]
 
@@ -117,6 +117,15 @@ def trial_function(processes: int) -> Callable[[Any], Any]:
     from .engine.distributed import run_trial_group
 
     return run_trial_group
+
+
+def log_trial(outcome: Any) -> None:
+    """Log in the caller (the workers' logs may go nowhere) where a finished trial ran, its processes
+    and the device of each, and what its mid-trial checkpoints did."""
+    if outcome.devices:
+        logger.info("trial %d ran on %d process(es): %s", outcome.trial_id, outcome.processes,
+                    ", ".join(outcome.devices))
+    log_checkpoint_report(outcome.trial_id, outcome.checkpoints)
 
 
 def checkpoint_plan(rf: RunFolder, runner: TaskRunner, cfg: RunConfig) -> CheckpointPlan | None:

@@ -41,3 +41,10 @@ def write_threads():
     def attach(trainer, context):
         (context.output_dir / "threads.txt").write_text(str(torch.get_num_threads()))
     return attach
+
+
+def write_rendezvous():
+    """Writes the group's rendezvous port and the rank's pid into ``rendezvous.txt`` (rank 0's comes back)."""
+    def attach(trainer, context):
+        (context.output_dir / "rendezvous.txt").write_text(f"{os.environ['MASTER_PORT']} {os.getpid()}")
+    return attach

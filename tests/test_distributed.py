@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import logging
 import subprocess
 import sys
 
@@ -61,6 +62,32 @@ def test_rank_batches_split_each_global_batch_and_weight_each_share():
     assert [shares[r][2][1] for r in range(3)] == [1.5, 1.5, 0.0]  # the last batch of 2: rank 2 gets a 0 weight
 
 
+def test_on_the_dataloader_path_the_ranks_see_disjoint_items_each_epoch_in_a_new_order_set_by_the_trainer():
+    from ignite.engine import Engine
+    from tasks import ListDataset
+
+    items = ListDataset([(torch.tensor([float(i)]), i) for i in range(20)])
+    source = BatchSource(items, Data(items, items))
+    assert not source.fast
+
+    def epochs(rank: int, n: int) -> list[list[int]]:  # the items of each epoch, as a trainer draws them
+        batches = RankBatches(source, 8, seed=3, rank=rank, size=2)
+        shares = list(batches)  # batches of ceil(8 / 2) items, weight 1
+        assert len(batches) == 3 and [len(y) for (_, y), _ in shares] == [4, 4, 2] and {w for _, w in shares} == {1.0}
+        batches.epoch = 0
+        return [[int(i) for (_, y), _ in batches for i in y] for _ in range(n)]
+
+    ranks = [epochs(r, 3) for r in range(2)]
+    for e in range(3):
+        assert sorted(ranks[0][e] + ranks[1][e]) == list(range(20))  # disjoint halves, all items once
+    assert ranks[0][0] != ranks[0][1] != ranks[0][2] and ranks[1][0] != ranks[1][1]  # set_epoch: a new order
+    resumed = RankBatches(source, 8, seed=3, rank=1, size=2)
+    trainer = Engine(lambda e, b: None)
+    trainer.state.epoch = 3  # Events.EPOCH_STARTED of the third epoch, as after a resume from epoch 2
+    resumed.start_epoch(trainer)
+    assert [int(i) for (_, y), _ in resumed for i in y] == ranks[1][2]
+
+
 def test_two_processes_train_the_same_trial_as_one_at_the_same_global_batch():
     one = run_trial(task())
     two = run_trial_group(task(processes=2, threads=1))
@@ -115,6 +142,41 @@ def test_train_with_two_processes_per_trial_runs_one_trial_at_a_time_and_records
     assert second["started_at"] >= first["started_at"] + first["seconds"]  # cores=2: one group at a time
     assert json.loads((folder / "run.json").read_text())["trial_processes"] == 2
     assert len(res.trials) == 2
+
+
+def test_cores_4_runs_two_groups_of_2_at_once_each_on_its_own_port_as_they_would_run_in_turn(run_kwargs, monkeypatch):
+    monkeypatch.setattr("ignite_seg.runtime.checks.usable_cpus", lambda: 4)  # this test machine may have 2
+    kwargs = {**run_kwargs, "trial_processes": 2, "checkpoint_every": 0,
+              "handlers": [("distributed_tasks", "write_rendezvous", (), {})]}
+    recipe = (("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE)
+    ignite_seg.train(*recipe, **{**kwargs, "cores": 4})
+    ignite_seg.train(*recipe, **{**kwargs, "cores": 2, "folder": run_kwargs["folder"].parent / "in_turn"})
+
+    def trials(folder):
+        return [json.loads((folder / "trials" / str(t) / "result.json").read_text()) for t in range(2)]
+
+    together, in_turn = trials(run_kwargs["folder"]), trials(run_kwargs["folder"].parent / "in_turn")
+    first, second = sorted(together, key=lambda r: r["started_at"])
+    assert second["started_at"] < first["started_at"] + first["seconds"]  # the two groups overlapped
+    assert first["pid"] != second["pid"]  # in two workers
+    rendezvous = [(run_kwargs["folder"] / "trials" / str(t) / "rendezvous.txt").read_text().split() for t in range(2)]
+    assert rendezvous[0][0] != rendezvous[1][0]  # each group its own port
+    first, second = sorted(in_turn, key=lambda r: r["started_at"])
+    assert second["started_at"] >= first["started_at"] + first["seconds"]
+    for a, b in zip(together, in_turn):
+        assert a["status"] == b["status"] == "completed"
+        finals = [k for k in b if k.startswith(("loss_", "perf_"))]
+        assert finals and {k: a[k] for k in finals} == {k: b[k] for k in finals}
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_callers_log_names_each_trials_processes_and_devices(run_kwargs, caplog, processes):
+    with caplog.at_level(logging.INFO, logger="ignite_seg"):
+        ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE, trial_processes=processes,
+                         checkpoint_every=0, **{**run_kwargs, "trials": 1})
+    lines = [r.getMessage() for r in caplog.records if r.name == "ignite_seg" and r.levelno == logging.INFO]
+    devices = ", ".join(["cpu"] * processes)
+    assert f"trial 0 ran on {processes} process(es): {devices}" in lines
 
 
 def test_one_process_per_trial_records_its_device_and_imports_nothing_distributed():

@@ -24,6 +24,12 @@ path of the run folder and the run's id (``run.json``'s ``run_id``); a worker wr
 checkpoints only when that path holds a ``run.json`` with the same id (:func:`folder_visible`).
 Elsewhere (a remote executor without the shared filesystem) the trial runs without checkpoints and
 :attr:`CheckpointReport.off` says why.
+
+A trial on several processes (``trial_processes``, :mod:`~ignite_seg.engine.distributed`) keeps one
+file too: rank 0 writes it, every rank loads it. The ranks hold the same weights, optimizer, recorders
+and engine state; only their random states differ (each draws its own share's dropout, augmentation),
+so the file holds every rank's, gathered into rank 0 (a collective: the ranks save and load together),
+and the automatic ``every`` is rank 0's decision on every rank.
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import ignite.distributed as idist
 import numpy as np
 import torch
 from ignite.engine import Engine, Events
@@ -141,6 +148,23 @@ def _rng_state(batches: Any) -> _State:
     return _State(get, put)
 
 
+def _per_rank(state: _State) -> _State:
+    """Every rank's ``state`` in a trial's group, gathered into rank 0's file; ``state`` itself in one process."""
+    if idist.get_world_size() == 1:
+        return state
+
+    def get() -> dict[str, Any]:
+        return {"ranks": idist.all_gather(state.state_dict())}  # a collective: every rank calls it
+
+    def put(saved: Mapping[str, Any]) -> None:
+        ranks = saved["ranks"]
+        if len(ranks) != idist.get_world_size():
+            raise ValueError(f"it holds the random states of {len(ranks)} processes, not {idist.get_world_size()}")
+        state.load_state_dict(ranks[idist.get_rank()])
+
+    return _State(get, put)
+
+
 def _stateful(name: str, obj: Any) -> Any:
     """``obj`` itself when it has a ``state_dict``, else an adapter for the recorders and the guard."""
     if hasattr(obj, "state_dict"):
@@ -183,8 +207,9 @@ class _TrialCheckpoints:
         self.finish_epoch = finish_epoch
 
     def _write(self, checkpoint: Mapping[str, Any], filename: str, metadata: Mapping[str, Any] | None = None) -> None:
-        if not folder_visible(self.plan) or (self.path.parent / "result.json").exists():
-            return  # the run folder went away (archived), or the trial was recorded finished (timed out)
+        if idist.get_rank() != 0 or not folder_visible(self.plan) or (self.path.parent / "result.json").exists():
+            # not rank 0 of a trial's group; the run folder went away (archived); the trial was recorded
+            return  # finished (timed out)
         buf = io.BytesIO()
         torch.save(checkpoint, buf)
         atomic_write_bytes(self.path, buf.getvalue())
@@ -202,6 +227,9 @@ class _TrialCheckpoints:
         if self.every is None:  # automatic: decided once, after this process's first epoch
             seconds = time.perf_counter() - self._t0
             self.every = max(1, int(AUTO_SECONDS // max(seconds, 1e-9))) if seconds * last > AUTO_SECONDS else 0
+            if idist.get_world_size() > 1:  # the ranks of a group save together: rank 0's decision
+                decided = idist.broadcast(torch.tensor(self.every), src=0)
+                self.every = int(decided) if isinstance(decided, torch.Tensor) else self.every
         if self.every and epoch % self.every == 0 and epoch < last and not engine.should_terminate:
             self.finish_epoch()  # the data order's draws of this epoch are all made
             self.saver(engine)
@@ -258,6 +286,8 @@ def trial_identity(task: Any, iters_per_epoch: int) -> str:
         "snapshots_per_epoch": task.snapshots_per_epoch, "iters_per_epoch": iters_per_epoch,
         "accuracy_style": task.accuracy_style,
     }
+    if task.processes > 1:  # a group's file holds each rank's random states (absent before groups had files)
+        facts["processes"] = task.processes
     return json.dumps(facts, sort_keys=True, default=str)
 
 
@@ -275,7 +305,7 @@ def attach_checkpoints(
                                     "this worker: no mid-trial checkpoint was written or read")
     objects = {k: v for k, v in objects.items() if v is not None}
     to_save = {k: _stateful(k, v) for k, v in objects.items()}
-    to_save["rng"] = _rng_state(batches)
+    to_save["rng"] = _per_rank(_rng_state(batches))
     identity = trial_identity(task, iters_per_epoch)
     keeper = _TrialCheckpoints(plan, task.trial_id, objects, to_save, identity, batches.finish_epoch)
     report = keeper.load(engine)

@@ -20,7 +20,11 @@ launches the group with ``idist.Parallel(backend, nproc_per_node=processes)``; e
   out after ``collective_timeout`` s. A rank that fails (lost a peer, or the user's code raised: the
   two are told apart by nothing reliable) ends the group; it is launched a second time, as the task
   runner retries a trial whose worker died, and after that the trial is ``failed`` with the last error.
-* Mid-trial checkpoints are off for such a trial (recorded in ``result.json``).
+* **Mid-trial checkpoints** (``checkpoint_every``): rank 0 writes the trial's one file, with every
+  rank's random states (:mod:`~ignite_seg.engine.checkpoints`); every rank of a later launch loads it,
+  so a group relaunched after losing a process, or in a continued run, resumes from its last
+  checkpoint. The data order resumes with it: the tensor path's permutations draw from a generator
+  the file keeps, and the ``DistributedSampler`` takes its epoch from the trainer's.
 """
 from __future__ import annotations
 
@@ -46,7 +50,6 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from ..config.hyperparameters import FixedHyperparameters
 from .batching import BatchSource, PrepareBatch
-from .checkpoints import CheckpointReport
 from .trainer import LossFn, TrialOutcome, TrialPlacement, TrialTask, create_trainer, resolve_device, run_trial
 
 __all__ = ["run_trial_group", "RankPlacement", "RankBatches", "GROUP_ATTEMPTS", "group_gpus", "visible_gpus"]
@@ -55,7 +58,6 @@ logger = logging.getLogger(__name__)
 
 #: Launches of a trial's group before the trial is failed (a lost process is retried once).
 GROUP_ATTEMPTS = 2
-CHECKPOINTS_OFF = "a trial on several processes (trial_processes > 1) keeps no mid-trial checkpoint"
 
 
 def backend_for(device: str) -> str:
@@ -101,8 +103,6 @@ def run_trial_group(task: TrialTask) -> TrialOutcome:
         outcome = TrialOutcome(task.trial_id, "failed", 0.0, started, os.getpid(), processes=task.processes)
         outcome.error = f"the trial's group failed or lost a process {GROUP_ATTEMPTS} times; last:\n{errors[-1]}"
     outcome.started_at, outcome.seconds, outcome.pid = started, time.perf_counter() - t0, os.getpid()
-    if task.checkpoints is not None:
-        outcome.checkpoints = CheckpointReport(off=CHECKPOINTS_OFF)
     return outcome
 
 
@@ -160,7 +160,7 @@ def _rank_main(local_rank: int, task: TrialTask, result: str) -> None:
     """One rank: the trial with a :class:`RankPlacement`; rank 0 writes its outcome for the worker."""
     _die_with_parent()
     rank = idist.get_rank()
-    outcome = run_trial(dataclasses.replace(task, checkpoints=None), RankPlacement(rank, idist.get_world_size()))
+    outcome = run_trial(task, RankPlacement(rank, idist.get_world_size()))
     if outcome.status == "failed":  # end the group now rather than at the others' collective timeout
         raise RuntimeError(f"rank {rank} of trial {task.trial_id} failed:\n{outcome.error}")
     if rank == 0:  # a failure is never handed back: a rank that lost a peer fails too, and is retried
@@ -184,6 +184,7 @@ class RankPlacement(TrialPlacement):
 
     def __init__(self, rank: int, size: int) -> None:
         self.rank, self.processes = rank, size
+        self._batches: RankBatches | None = None
 
     def device(self, task: TrialTask) -> torch.device:
         if backend_for(task.device) == "nccl":
@@ -197,7 +198,8 @@ class RankPlacement(TrialPlacement):
         return device
 
     def batches(self, source: BatchSource, batch_size: int, seed: int) -> RankBatches:
-        return RankBatches(source, batch_size, seed, self.rank, self.processes)
+        self._batches = RankBatches(source, batch_size, seed, self.rank, self.processes)
+        return self._batches
 
     def trainer(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn,
                 device: torch.device, hp: FixedHyperparameters, prepare: PrepareBatch) -> Engine:
@@ -215,6 +217,8 @@ class RankPlacement(TrialPlacement):
 
         engine = create_trainer(ddp, optimizer, weighted_loss, device, hp.grad_clip_norm, hp.amp, prepare_share)
         engine.add_event_handler(Events.ITERATION_COMPLETED, _global_loss, self.processes)  # before DivergenceStop
+        if self._batches is not None:  # the sampler's epoch follows the trainer's, restored from a checkpoint too
+            engine.add_event_handler(Events.EPOCH_STARTED, self._batches.start_epoch)
         return engine
 
 
@@ -253,6 +257,11 @@ class RankBatches:
 
     def finish_epoch(self) -> None:
         """Nothing to run out (the interface of :class:`~ignite_seg.engine.batching.Batches`)."""
+
+    def start_epoch(self, engine: Engine) -> None:
+        """The ``DistributedSampler``'s epoch from the trainer's (``Events.EPOCH_STARTED``): 0, 1, ... as
+        ``iter()`` counts them, and right after a trial resumed from a checkpoint."""
+        self.epoch = engine.state.epoch - 1
 
     def __iter__(self) -> Iterator[tuple[Any, float]]:
         if self._loader is not None and self.sampler is not None:

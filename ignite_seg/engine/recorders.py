@@ -85,7 +85,8 @@ class ThroughTimeRecorder(CurveRecorder):
     def attach(self, engine: Engine) -> None:
         if not engine.has_registered_events(SnapshotEvents.SNAPSHOT_COMPLETED):
             engine.register_events(*SnapshotEvents)
-        if not engine.has_event_handler(self.snapshot, Events.STARTED):
+        # checked on the step's handler: a resumed trial has had the STARTED one removed (its measurement is kept)
+        if not engine.has_event_handler(self._snapshot_when_due, Events.ITERATION_COMPLETED):
             engine.add_event_handler(Events.STARTED, self.snapshot)
             # a plain handler, not an event filter: ignite's filter wrapper costs a few Python calls every step
             engine.add_event_handler(Events.ITERATION_COMPLETED, self._snapshot_when_due)

@@ -1,6 +1,7 @@
 """Driver script of the mid-trial resume tests: one train() call on the default process pool.
 
-    python resumerun.py '{"folder": ..., "case": "tensors" | "dataloader+ema", "continuation": false}'
+    python resumerun.py '{"folder": ..., "case": "tensors" | "dataloader+ema", "continuation": false,
+                       "trial_processes": 1}'
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def main() -> None:
         ("resume_tasks", "Interruptible", (), {"sleep": STEP_SLEEP}), dataset, ("torch.nn", "CrossEntropyLoss", (), {}),
         folder=spec["folder"], hyperparameters=hp, analysis="none", allow_later_analysis_up_to="none",
         trials=2, trials_strict=True, cores=2, seed=0, is_continuation=spec.get("continuation", False),
-        checkpoint_every=1,
+        checkpoint_every=1, trial_processes=spec.get("trial_processes", 1),
     )
     print("DONE", [t.status for t in res.trials], flush=True)
 
