@@ -58,6 +58,8 @@ CASES = {
     "tensors": {},
     "dataloader+ema+warmup": {"dataset": ("resume_tasks", "augmented_blobs"),
                               "hp": dataclasses.replace(HP, ema_decay=0.9, warmup_epochs=1.0, schedule="cosine")},
+    # augmentation from torch, numpy and random drawn in 2 DataLoader worker processes
+    "dataloader-workers": {"dataset": ("resume_tasks", "augmented_in_workers")},
     "adamw+one-cycle": {"hp": dataclasses.replace(HP, optimizer="adamw", schedule="one-cycle")},
     # the worst loss is the initial one, kept from before the checkpoint: the resumed trial must keep it
     "best-by-max-loss": {"best": ("loss", "max")},
@@ -78,7 +80,7 @@ def test_a_trial_stopped_after_a_checkpoint_resumes_to_the_uninterrupted_result(
     _same(resumed, reference)
 
 
-@pytest.mark.parametrize("case", ["tensors", "dataloader+ema+warmup"])
+@pytest.mark.parametrize("case", ["tensors", "dataloader+ema+warmup", "dataloader-workers"])
 def test_checkpoints_change_nothing_and_none_is_written_after_the_last_epoch(tmp_path, case):
     reference = run_trial(_task(tmp_path, None, **CASES[case]))
     plan = CheckpointPlan(2, str(_run_folder(tmp_path)), "abc")

@@ -62,6 +62,11 @@ class Data:
             augmentation would be frozen at its first draw).
         num_workers: DataLoader worker processes per trial (0: load in the trial's process, the
             default, since every core already runs a trial).
+        persistent_workers: keep the ``num_workers`` processes from one epoch to the next instead of
+            starting them afresh each epoch (the default). It saves their start (tens of ms per
+            epoch), but their random state then runs on across epochs, where no checkpoint can
+            save it: a trial resumed from a mid-trial checkpoint then draws other augmentation and
+            another data order than an uninterrupted one.
 
     Example:
         >>> from torch.utils.data import TensorDataset
@@ -76,6 +81,7 @@ class Data:
     prepare_batch: PrepareBatch | None = None
     cache: bool = False
     num_workers: int = 0
+    persistent_workers: bool = False
     _val_sets: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -92,8 +98,9 @@ class Data:
             value = getattr(self, arg)
             if value is not None and not callable(value):
                 raise ConfigTypeError(f"Data({arg}={value!r}) must be callable or None.")
-        if not isinstance(self.cache, bool):
-            raise ConfigTypeError(f"Data(cache={self.cache!r}) must be True or False.")
+        for arg in ("cache", "persistent_workers"):
+            if not isinstance(getattr(self, arg), bool):
+                raise ConfigTypeError(f"Data({arg}={getattr(self, arg)!r}) must be True or False.")
         if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
             raise ConfigError(f"Data(num_workers={self.num_workers!r}) must be an int >= 0.")
         object.__setattr__(self, "_val_sets", sets)
@@ -192,6 +199,8 @@ class BatchSource:
         self.tensors = tensor_pair(dataset) if data.collate_fn is None else None
         self.collate_fn: Collate = data.collate_fn or default_collate
         self.num_workers = data.num_workers
+        #: whether the DataLoader's worker processes live across epochs (see :class:`Data`)
+        self.persistent = data.persistent_workers and data.num_workers > 0
         self.pin_memory = pin_memory
 
     def __len__(self) -> int:
@@ -203,10 +212,12 @@ class BatchSource:
         return self.tensors is not None
 
     def loader(self, batch_size: int, generator: torch.Generator | None, shuffle: bool) -> DataLoader[Any]:
+        """A DataLoader over the dataset; each ``iter()`` of it draws its workers' seeds from ``generator``
+        (see :class:`Batches`) and, unless :attr:`persistent`, starts its workers afresh."""
         return DataLoader(
             self.dataset, batch_size=batch_size, shuffle=shuffle, generator=generator, collate_fn=self.collate_fn,
             num_workers=self.num_workers, pin_memory=self.pin_memory,
-            persistent_workers=self.num_workers > 0, worker_init_fn=_seed_worker if self.num_workers else None,
+            persistent_workers=self.persistent, worker_init_fn=_seed_worker if self.num_workers else None,
         )
 
     def take(self, indices: Sequence[int] | torch.Tensor) -> Any:
@@ -248,6 +259,15 @@ class Batches:
     Shuffling (and the DataLoader's worker seeds) draw from ``generator``, so a seeded trial sees
     the same batches whatever process runs it; a dataset that is not on the tensor path has its
     ``__getitem__`` called afresh every epoch.
+
+    On the DataLoader path an epoch draws from ``generator`` in this order: ``iter()`` draws the
+    workers' base seed (one int64: worker ``k``'s torch seed is ``base + k``, and
+    :func:`_seed_worker` seeds numpy and ``random`` from it; drawn also with no workers), then the
+    ``RandomSampler`` draws the epoch's permutation, and, once it has handed out the last index,
+    one more permutation that it never uses. After :meth:`finish_epoch` every draw of the epoch is
+    made, so the generator's state is the one the next epoch's ``iter()`` draws from. Workers
+    started afresh each epoch (not :attr:`BatchSource.persistent`) therefore draw their augmentation
+    from seeds that a checkpoint of the generator restores.
     """
 
     def __init__(self, source: BatchSource, batch_size: int, generator: torch.Generator) -> None:

@@ -40,6 +40,7 @@ from typing import Any, Callable, Literal, Mapping
 import numpy as np
 import torch
 from ignite.engine import Engine, Events
+from ignite.utils import manual_seed
 
 from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
@@ -376,7 +377,7 @@ def _attach_user_handlers(
 
 def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: TrialPlacement) -> None:
     hp = task.hparams
-    torch.manual_seed(task.seed)
+    manual_seed(task.seed)  # torch, numpy and random: a dataset's augmentation may draw from any of them
     rng = np.random.default_rng(task.seed)
     recipe = build_recipe(task.model, task.dataset, task.loss)
     extra = {name: spec.build() for name, spec in task.metrics.items()}
