@@ -237,7 +237,7 @@ def test_early_stopping_resumed_with_its_counter_stops_where_the_uninterrupted_t
     (3, "early_stopping", ConfigTypeError, "the name must be a str"),
     ("early stopping", "early_stopping", ConfigError, "letters, digits"),
     ("stop", "two", ConfigError, "another object .EarlyStopping. is registered under this name"),
-    ("stop", "plain", ConfigTypeError, "a object has no state_dict.. and load_state_dict.. methods"),
+    ("stop", "plain", ConfigTypeError, ": object has no state_dict.. and load_state_dict.. methods"),
 ])
 def test_a_bad_registration_fails_the_trial_naming_the_handler(tmp_path, name, what, error, needle):
     spec = ("handler_tasks", "registers", (name,), {"what": what})

@@ -13,9 +13,9 @@ included), so the data order needs no position inside an epoch: the next epoch d
 permutation, and its DataLoader workers their seeds, from the restored generator.
 
 A trial that finds a checkpoint of its own (same trial, seed, hyperparameters, loaders, handlers and
-the names they registered, batches per epoch) loads it and runs the remaining epochs; any other file (another recipe, another seed, a
-corrupt or truncated one) is never loaded: the trial starts from epoch 0 and says why
-(:attr:`CheckpointReport.refused`).
+the names they registered, batches per epoch) loads it and runs the remaining epochs; any other
+file (another recipe, another seed, a corrupt or truncated one) is never loaded: the trial starts
+from epoch 0 and says why (:attr:`CheckpointReport.refused`).
 
 ``every=None`` (automatic) times the first epoch this process runs: when that time x the trial's
 epochs exceeds :data:`AUTO_SECONDS`, checkpoints are written every ``max(1, AUTO_SECONDS // epoch

@@ -99,7 +99,7 @@ class HandlerContext:
             raise ConfigError(f"{where}: another object ({type(self.stateful[name]).__name__}) is registered "
                               "under this name already; give each object its own name")
         if not all(callable(getattr(obj, m, None)) for m in ("state_dict", "load_state_dict")):
-            raise ConfigTypeError(f"{where}: a {type(obj).__name__} has no state_dict() and load_state_dict() "
+            raise ConfigTypeError(f"{where}: {type(obj).__name__} has no state_dict() and load_state_dict() "
                                   "methods; register an object that has them (as ignite's EarlyStopping does), "
                                   "or one that gets and sets your handler's state through them")
         self.stateful[name] = obj
