@@ -1,11 +1,13 @@
-"""The per-epoch cost of DataLoader workers that restart every epoch (non-persistent) vs persistent ones.
+"""The per-epoch cost of DataLoader workers: persistent, re-seeded each epoch (ignite_seg's), restarted each epoch.
 
 A map-style dataset of ``--items`` images of 3x32x32 with random flips and crops drawn in
 ``__getitem__``, read by ``--workers`` DataLoader worker processes in batches of 64, plus ``--ballast``
 MiB of tensors the dataset holds (which each fork maps copy-on-write). Each epoch is timed from
-``iter()`` to the last batch, with a matmul per batch standing in for a training step; the two
-modes alternate epoch by epoch so that load on a shared machine hits both alike. Reports the
-median epoch time of each and their difference (the restart's cost per epoch).
+``iter()`` to the last batch, with a matmul per batch standing in for a training step; the
+modes alternate epoch by epoch so that load on a shared machine hits all alike. Reports the
+median epoch time of each: a plain persistent DataLoader, ignite_seg's training loader
+(``BatchSource.epochs``: persistent workers that re-seed from the epoch's seed), and a
+non-persistent DataLoader (workers started afresh each epoch).
 
     PYTHONPATH=. python bench/loader_workers.py [--epochs 15] [--items 4096] [--workers 2] [--ballast 200]
 """
@@ -18,7 +20,7 @@ import time
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ignite_seg.engine.batching import _seed_worker
+from ignite_seg.engine.batching import BatchSource, Data, _seed_worker
 
 
 class Flipped(Dataset):
@@ -58,21 +60,23 @@ def main() -> None:
     data = Flipped(args.items, args.ballast)
     weight = torch.randn(3 * 32 * 32, 256)
     loaders = {
-        persistent: DataLoader(data, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0),
-                               num_workers=args.workers, persistent_workers=persistent, worker_init_fn=_seed_worker)
-        for persistent in (True, False)
+        mode: DataLoader(data, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0),
+                         num_workers=args.workers, persistent_workers=mode == "persistent", worker_init_fn=_seed_worker)
+        for mode in ("persistent", "restarted")
     }
-    times: dict[bool, list[float]] = {True: [], False: []}
+    source = BatchSource(data, Data(data, data, num_workers=args.workers))
+    loaders["re-seeded"] = source.epochs(64, torch.Generator().manual_seed(0))
+    times: dict[str, list[float]] = {mode: [] for mode in loaders}
     for loader in loaders.values():
-        epoch_seconds(loader, weight)  # warm-up (the persistent loader's first start)
+        epoch_seconds(loader, weight)  # warm-up (the persistent loaders' first start)
     for _ in range(args.epochs):
-        for persistent, loader in loaders.items():
-            times[persistent].append(epoch_seconds(loader, weight))
-    keep, restart = statistics.median(times[True]), statistics.median(times[False])
-    print(f"{args.items} items, {len(loaders[True])} batches of 64, {args.workers} workers, {args.ballast} MiB held, "
-          f"{args.epochs} epochs each (start method: {torch.multiprocessing.get_start_method()})")
-    print(f"median epoch: persistent {keep * 1e3:.1f} ms, restarted every epoch {restart * 1e3:.1f} ms: "
-          f"+{(restart - keep) * 1e3:.1f} ms per epoch ({restart / keep:.3f}x)")
+        for mode, loader in loaders.items():
+            times[mode].append(epoch_seconds(loader, weight))
+    median = {mode: statistics.median(t) for mode, t in times.items()}
+    print(f"{args.items} items, {len(loaders['persistent'])} batches of 64, {args.workers} workers, {args.ballast} MiB "
+          f"held, {args.epochs} epochs each (start method: {torch.multiprocessing.get_start_method()})")
+    print("median epoch: " + ", ".join(
+        f"{mode} {m * 1e3:.1f} ms ({m / median['persistent']:.3f}x)" for mode, m in median.items()))
 
 
 if __name__ == "__main__":

@@ -69,16 +69,15 @@ class AugmentedThreeWays(Augmented):
         return self.x[i] + 0.3 * noise, self.y[i]
 
 
-def augmented_in_workers(num_workers: int = 2, persistent_workers: bool = False) -> ignite_seg.Data:
+def augmented_in_workers(num_workers: int = 2) -> ignite_seg.Data:
     """:class:`AugmentedThreeWays` read by ``num_workers`` DataLoader worker processes."""
     train, val = blobs()
-    return ignite_seg.Data(AugmentedThreeWays(train), val, num_workers=num_workers,
-                           persistent_workers=persistent_workers)
+    return ignite_seg.Data(AugmentedThreeWays(train), val, num_workers=num_workers)
 
 
 class Draws(Dataset):
-    """Item ``i`` is ``([i, worker seed, worker id], [torch, numpy, random draw])``: which worker read it,
-    with which seed, and the three random draws it made (zeros of the seed and id outside workers)."""
+    """Item ``i`` is ``([i, torch seed, worker id, pid], [torch, numpy, random draw])``: which worker read
+    it, its torch seed, and the three random draws it made (zeros of the seed and id outside workers)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -88,5 +87,6 @@ class Draws(Dataset):
 
     def __getitem__(self, i: int):
         info = get_worker_info()
-        who = torch.tensor([i, info.seed if info else 0, info.id if info else 0], dtype=torch.int64)
+        who = torch.tensor([i, torch.initial_seed() if info else 0, info.id if info else 0, os.getpid()],
+                           dtype=torch.int64)
         return who, torch.tensor([float(torch.rand(())), np.random.rand(), random.random()], dtype=torch.float64)
