@@ -3,6 +3,8 @@
 * ``wrong_val_blobs``: the blobs task whose validation labels are shifted by one class, so the
   validation loss rises as soon as the model learns the training labels;
 * ``early_stopping``: ignite's ``EarlyStopping`` on ``context.evaluator`` (score: minus ``losses_val``);
+* ``early_stopping_on``: the same on a given curve, its state registered for mid-trial checkpoints;
+* ``registers``: registrations that ``context.checkpoint`` refuses;
 * ``csv_logger``: one CSV row per epoch (epoch, the last snapshot's ``losses_val``) in ``output_dir``;
 * ``writes``: a handler that writes one named file (to try ignite_seg's own names and the size cap).
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import torch
 from ignite.engine import Events
 from ignite.handlers import EarlyStopping
@@ -29,6 +32,31 @@ def early_stopping(patience: int = 2, only_trial: int | None = None):
             return
         stop = EarlyStopping(patience, lambda ev: -ev.state.metrics["losses_val"], trainer)
         context.evaluator.add_event_handler(Events.COMPLETED, stop)
+    return attach
+
+
+def early_stopping_on(val_losses, patience: int = 2, register: bool = True):
+    """ignite's ``EarlyStopping`` on a given validation-loss curve, ``val_losses[k]`` at the ``k``-th
+    epoch's snapshot (one snapshot per epoch), registered for the checkpoints unless not ``register``."""
+    def attach(trainer, context):
+        stop = EarlyStopping(patience, lambda ev: -val_losses[round(ev.state.metrics["epochs"])], trainer)
+        context.evaluator.add_event_handler(Events.COMPLETED, stop)
+        if register:
+            context.checkpoint("early_stopping", stop)
+            context.checkpoint("early_stopping", stop)  # attach() run twice registers it once
+    return attach
+
+
+def registers(name, what: str = "early_stopping"):
+    """Registers ``what`` under ``name``: an ``EarlyStopping``, an object without state, two objects, or one
+    whose state holds a numpy scalar."""
+    def attach(trainer, context):
+        stop = EarlyStopping(2, lambda ev: 0.0, trainer)
+        if what == "numpy":  # a state that torch.load(weights_only=True) cannot read
+            stop.state_dict = lambda: {"counter": 0, "best_score": np.float64(1.0)}
+        context.checkpoint(name, stop if what != "plain" else object())
+        if what == "two":
+            context.checkpoint(name, EarlyStopping(3, lambda ev: 0.0, trainer))
     return attach
 
 

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 
+import numpy as np
 import torch
 from tasks import blobs
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, get_worker_info
+
+import ignite_seg
 
 
 class Interruptible(nn.Module):
@@ -51,3 +55,38 @@ class Augmented(Dataset):
 def augmented_blobs():
     train, val = blobs()
     return Augmented(train), val
+
+
+class AugmentedThreeWays(Augmented):
+    """:class:`Augmented` whose noise comes from torch, numpy and python ``random`` alike (one
+    third of the coordinates each), as augmentation libraries draw it."""
+
+    def __getitem__(self, i: int):
+        d = self.x.shape[1]
+        a, b = d // 3, 2 * d // 3
+        noise = torch.cat([torch.randn(a), torch.from_numpy(np.random.randn(b - a)).float(),
+                           torch.tensor([random.gauss(0.0, 1.0) for _ in range(d - b)])])
+        return self.x[i] + 0.3 * noise, self.y[i]
+
+
+def augmented_in_workers(num_workers: int = 2) -> ignite_seg.Data:
+    """:class:`AugmentedThreeWays` read by ``num_workers`` DataLoader worker processes."""
+    train, val = blobs()
+    return ignite_seg.Data(AugmentedThreeWays(train), val, num_workers=num_workers)
+
+
+class Draws(Dataset):
+    """Item ``i`` is ``([i, torch seed, worker id, pid], [torch, numpy, random draw])``: which worker read
+    it, its torch seed, and the three random draws it made (zeros of the seed and id outside workers)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        info = get_worker_info()
+        who = torch.tensor([i, torch.initial_seed() if info else 0, info.id if info else 0, os.getpid()],
+                           dtype=torch.int64)
+        return who, torch.tensor([float(torch.rand(())), np.random.rand(), random.random()], dtype=torch.float64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -31,14 +32,15 @@ def _run_folder(tmp_path, run_id="abc"):
     return folder
 
 
-def _task(tmp_path, plan, *, dataset=("tasks", "blobs"), hp=HP, seed=0, crash=True, hidden=True, best=(None, None)
-          ) -> TrialTask:
+def _task(tmp_path, plan, *, dataset=("tasks", "blobs"), hp=HP, seed=0, crash=True, hidden=True, best=(None, None),
+          snapshots=3, handlers=()) -> TrialTask:
     kwargs = {"crash_file": str(tmp_path / "crash"), "crash_at": CRASH_AT} if crash else {}
     return TrialTask(
         trial_id=0, model=normalize_spec(("resume_tasks", "Interruptible", (), kwargs), "model"),
         dataset=normalize_spec((*dataset, (), {}), "dataset"), loss=normalize_spec(CE, "loss"), hparams=hp,
-        accuracy_style="classification", seed=seed, device="cpu", snapshots_per_epoch=3, record_hidden=hidden,
+        accuracy_style="classification", seed=seed, device="cpu", snapshots_per_epoch=snapshots, record_hidden=hidden,
         checkpoints=plan, best_metric=best[0], best_mode=best[1],
+        handlers=tuple(normalize_spec(h, "handlers") for h in handlers),
     )
 
 
@@ -58,6 +60,8 @@ CASES = {
     "tensors": {},
     "dataloader+ema+warmup": {"dataset": ("resume_tasks", "augmented_blobs"),
                               "hp": dataclasses.replace(HP, ema_decay=0.9, warmup_epochs=1.0, schedule="cosine")},
+    # augmentation from torch, numpy and random drawn in 2 DataLoader worker processes
+    "dataloader-workers": {"dataset": ("resume_tasks", "augmented_in_workers")},
     "adamw+one-cycle": {"hp": dataclasses.replace(HP, optimizer="adamw", schedule="one-cycle")},
     # the worst loss is the initial one, kept from before the checkpoint: the resumed trial must keep it
     "best-by-max-loss": {"best": ("loss", "max")},
@@ -78,7 +82,7 @@ def test_a_trial_stopped_after_a_checkpoint_resumes_to_the_uninterrupted_result(
     _same(resumed, reference)
 
 
-@pytest.mark.parametrize("case", ["tensors", "dataloader+ema+warmup"])
+@pytest.mark.parametrize("case", ["tensors", "dataloader+ema+warmup", "dataloader-workers"])
 def test_checkpoints_change_nothing_and_none_is_written_after_the_last_epoch(tmp_path, case):
     reference = run_trial(_task(tmp_path, None, **CASES[case]))
     plan = CheckpointPlan(2, str(_run_folder(tmp_path)), "abc")
@@ -88,7 +92,7 @@ def test_checkpoints_change_nothing_and_none_is_written_after_the_last_epoch(tmp
     assert state["trainer"]["iteration"] == 4 * 6  # epochs 2 and 4 of 5, 6 steps each
 
 
-@pytest.mark.parametrize("other", ["seed", "hparams", "corrupt", "truncated"])
+@pytest.mark.parametrize("other", ["seed", "hparams", "handlers", "corrupt", "truncated"])
 def test_a_checkpoint_that_is_not_the_trials_own_is_never_loaded(tmp_path, caplog, other):
     plan = CheckpointPlan(1, str(_run_folder(tmp_path)), "abc")
     reference = run_trial(_task(tmp_path, None))
@@ -97,6 +101,8 @@ def test_a_checkpoint_that_is_not_the_trials_own_is_never_loaded(tmp_path, caplo
         run_trial(_task(tmp_path, plan, seed=1))
     elif other == "hparams":
         run_trial(_task(tmp_path, plan, hp=dataclasses.replace(HP, lr_end=0.4)))
+    elif other == "handlers":  # written with a handler's registered state; resumed without that handler
+        run_trial(_task(tmp_path, plan, handlers=[("handler_tasks", "early_stopping_on", ([1.0] * 9, 100), {})]))
     else:
         run_trial(_task(tmp_path, plan))
         data = plan.path(0).read_bytes()
@@ -194,3 +200,57 @@ def test_batches_after_a_restored_epoch_end_equal_the_uninterrupted_ones(dataset
     got = seen(after, 2)
     assert len(got) == len(want[6:]) == 12
     assert all(torch.equal(a, b) for a, b in zip(got, want[6:]))
+
+
+#: a validation loss that falls until epoch 2 and rises from epoch 3 (one value per epoch's snapshot)
+RISING = [1.0, 0.8, 0.6, 0.7, 0.9, 1.1, 1.3, 1.5, 1.7]
+
+
+@pytest.mark.parametrize("register", [True, False])
+def test_early_stopping_resumed_with_its_counter_stops_where_the_uninterrupted_trial_stops(tmp_path, register):
+    """``EarlyStopping(patience=2)`` on :data:`RISING`: its counter is 1 at the checkpoint of epoch 3,
+    the trial is killed in epoch 4 and resumed; it stops at epoch 4's snapshot as an uninterrupted
+    trial does. Without its state registered it would start counting anew and stop at epoch 6."""
+    handler = ("handler_tasks", "early_stopping_on", (RISING,), {"register": register})
+    kw = {"hp": dataclasses.replace(HP, epochs=8), "snapshots": 1, "hidden": False, "handlers": [handler]}
+    plan = CheckpointPlan(1, str(_run_folder(tmp_path)), "abc")
+    reference = run_trial(_task(tmp_path, None, **kw))
+    assert reference.stopped_epoch == 4.0
+    (tmp_path / "crash").touch()
+    assert run_trial(_task(tmp_path, plan, **kw)).status == "failed"
+    saved = torch.load(plan.path(0), weights_only=True)
+    assert saved["trainer"]["iteration"] == 3 * 6
+    if register:
+        state = saved["handler:early_stopping"]
+        assert (state["counter"], state["best_score"]) == (1, -0.6)
+    (tmp_path / "crash").unlink()
+    resumed = run_trial(_task(tmp_path, plan, **kw))
+    assert resumed.checkpoints == CheckpointReport(resumed_from_epoch=3)
+    if register:
+        assert resumed.stopped_epoch == 4.0
+        _same(resumed, reference)
+    else:  # the limit the registration removes
+        assert resumed.stopped_epoch == 6.0
+
+
+@pytest.mark.parametrize("name, what, error, needle", [
+    (3, "early_stopping", ConfigTypeError, "the name must be a str"),
+    ("early stopping", "early_stopping", ConfigError, "letters, digits"),
+    ("stop", "two", ConfigError, "another object .EarlyStopping. is registered under this name"),
+    ("stop", "plain", ConfigTypeError, ": object has no state_dict.. and load_state_dict.. methods"),
+])
+def test_a_bad_registration_fails_the_trial_naming_the_handler(tmp_path, name, what, error, needle):
+    spec = ("handler_tasks", "registers", (name,), {"what": what})
+    outcome = run_trial(_task(tmp_path, None, crash=False, handlers=[("handler_tasks", "csv_logger", (), {}), spec]))
+    assert outcome.status == "failed"
+    assert f"{error.__name__}: handlers[1]=handler_tasks.registers(" in (outcome.error or "")
+    assert re.search(needle, outcome.error or ""), outcome.error
+
+
+def test_a_registered_state_that_could_not_be_read_back_fails_the_trial_at_the_first_checkpoint(tmp_path):
+    plan = CheckpointPlan(1, str(_run_folder(tmp_path)), "abc")
+    outcome = run_trial(_task(tmp_path, plan, crash=False, handlers=[("handler_tasks", "registers", ("es",),
+                                                                      {"what": "numpy"})]))
+    assert outcome.status == "failed"
+    assert "ConfigTypeError: context.checkpoint('es', ...): its state_dict() holds a value" in (outcome.error or "")
+    assert not plan.path(0).exists()

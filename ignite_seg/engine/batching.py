@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import torch
 from ignite.utils import convert_tensor
-from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset, TensorDataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
 from ..exceptions import ConfigError, ConfigTypeError
@@ -174,6 +174,48 @@ def _seed_worker(worker_id: int) -> None:
     random.seed(seed)
 
 
+class _EpochSampler(Sampler[tuple[int, int]]):
+    """Keys ``(epoch seed, index)`` in a random order: each ``iter()`` draws the epoch's seed, then its
+    permutation, from ``generator``."""
+
+    def __init__(self, n: int, generator: torch.Generator) -> None:
+        self.n, self.generator = n, generator
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator))
+        for i in torch.randperm(self.n, generator=self.generator).tolist():
+            yield seed, i
+
+
+class _EpochSeeded(Dataset[Any]):
+    """``dataset`` read by :class:`_EpochSampler`'s keys: the first key of a new epoch seed that a
+    DataLoader worker reads re-seeds its torch, numpy and ``random`` from that seed + its id, so
+    persistent workers draw every epoch's augmentation from the sampler's generator."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        self.seed: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key: tuple[int, int]) -> Any:
+        seed, i = key
+        if seed != self.seed:
+            import random
+
+            info = get_worker_info()
+            mine = seed + (info.id if info is not None else 0)
+            torch.manual_seed(mine)
+            np.random.seed(mine % 2**32)
+            random.seed(mine)
+            self.seed = seed
+        return self.dataset[i]
+
+
 class BatchSource:
     """One dataset made ready for batching on one path (see the module's docstring).
 
@@ -207,6 +249,16 @@ class BatchSource:
             self.dataset, batch_size=batch_size, shuffle=shuffle, generator=generator, collate_fn=self.collate_fn,
             num_workers=self.num_workers, pin_memory=self.pin_memory,
             persistent_workers=self.num_workers > 0, worker_init_fn=_seed_worker if self.num_workers else None,
+        )
+
+    def epochs(self, batch_size: int, generator: torch.Generator) -> DataLoader[Any]:
+        """The shuffled training loader; each ``iter()`` is one epoch drawn from ``generator`` (see :class:`Batches`)."""
+        if not self.num_workers:
+            return self.loader(batch_size, generator, shuffle=True)
+        return DataLoader(  # the loader's own generator draws only the workers' first seeds, overridden
+            _EpochSeeded(self.dataset), batch_size=batch_size, sampler=_EpochSampler(len(self), generator),
+            generator=torch.Generator().manual_seed(0), collate_fn=self.collate_fn, num_workers=self.num_workers,
+            pin_memory=self.pin_memory, persistent_workers=True, worker_init_fn=_seed_worker,
         )
 
     def take(self, indices: Sequence[int] | torch.Tensor) -> Any:
@@ -248,13 +300,23 @@ class Batches:
     Shuffling (and the DataLoader's worker seeds) draw from ``generator``, so a seeded trial sees
     the same batches whatever process runs it; a dataset that is not on the tensor path has its
     ``__getitem__`` called afresh every epoch.
+
+    What an epoch draws from ``generator``, in order: on the DataLoader path without workers,
+    ``iter()`` draws the loader's base seed (one int64, unused), the ``RandomSampler`` the epoch's
+    permutation and, once it has handed out the last index, one more permutation that it never
+    uses; with workers (persistent: started once per trial), :class:`_EpochSampler` draws the
+    epoch's seed (one int64) and its permutation, and worker ``k`` re-seeds torch, numpy and
+    ``random`` from the epoch's seed + ``k`` before its first item of the epoch. After
+    :meth:`finish_epoch` every draw of the epoch is made, so the generator's state is the one the
+    next epoch starts from: a checkpoint of it restores the data order and every random draw of the
+    dataset's ``__getitem__``, in the trial's process or in the workers.
     """
 
     def __init__(self, source: BatchSource, batch_size: int, generator: torch.Generator) -> None:
         self.source = source
         self.batch_size = int(batch_size)
         self.generator = generator
-        self._loader = None if source.fast else source.loader(self.batch_size, generator, shuffle=True)
+        self._loader = None if source.fast else source.epochs(self.batch_size, generator)
         self._epoch: Iterator[Any] | None = None
 
     def __len__(self) -> int:

@@ -6,13 +6,16 @@ file holding everything the rest of the trial depends on: the model, the optimiz
 the EMA model, the best checkpoint so far, the engine's state (epoch, iteration), the through-time and hidden recorders' values so
 far, the divergence guard, and the random states (torch, CUDA, numpy, python ``random``, and the
 generator of :class:`~ignite_seg.engine.batching.Batches`, which draws every epoch's shuffling and the
-DataLoader's worker seeds). Checkpoints fall at epoch ends, so the data order needs no position
-inside an epoch: the next epoch draws its permutation from the restored generator.
+DataLoader's worker seeds), and the state of the objects that user handlers registered with
+:meth:`~ignite_seg.engine.user_handlers.HandlerContext.checkpoint` (under ``handler:<name>``).
+Checkpoints fall at epoch ends, after every other handler of ``EPOCH_COMPLETED`` (the user's
+included), so the data order needs no position inside an epoch: the next epoch draws its
+permutation, and its DataLoader workers their seeds, from the restored generator.
 
-A trial that finds a checkpoint of its own (same trial, seed, hyperparameters, loaders, batches per
-epoch) loads it and runs the remaining epochs; any other file (another recipe, another seed, a
-corrupt or truncated one) is never loaded: the trial starts from epoch 0 and says why
-(:attr:`CheckpointReport.refused`).
+A trial that finds a checkpoint of its own (same trial, seed, hyperparameters, loaders, handlers and
+the names they registered, batches per epoch) loads it and runs the remaining epochs; any other
+file (another recipe, another seed, a corrupt or truncated one) is never loaded: the trial starts
+from epoch 0 and says why (:attr:`CheckpointReport.refused`).
 
 ``every=None`` (automatic) times the first epoch this process runs: when that time x the trial's
 epochs exceeds :data:`AUTO_SECONDS`, checkpoints are written every ``max(1, AUTO_SECONDS // epoch
@@ -41,7 +44,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import ignite.distributed as idist
 import numpy as np
@@ -49,6 +52,7 @@ import torch
 from ignite.engine import Engine, Events
 from ignite.handlers import Checkpoint
 
+from ..exceptions import ConfigTypeError
 from ..storage.atomic import atomic_write_bytes, read_json
 from ..storage.run_folder import CHECKPOINT_NAME
 from .handlers import CurveRecorder, DivergenceStop
@@ -65,7 +69,9 @@ logger = logging.getLogger(__name__)
 #: about one per this many seconds.
 AUTO_SECONDS = 60.0
 #: The layout of the file's ``identity`` entry; a file of another format is refused.
-FORMAT = 1
+FORMAT = 2
+#: The prefix of the entries of user handlers' objects (``HandlerContext.checkpoint``).
+HANDLER_PREFIX = "handler:"
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,7 @@ class _TrialCheckpoints:
         if idist.get_rank() != 0 or not folder_visible(self.plan) or (self.path.parent / "result.json").exists():
             # not rank 0 of a trial's group; the run folder went away (archived); the trial was recorded
             return  # finished (timed out)
+        _check_loadable({k: v for k, v in checkpoint.items() if k.startswith(HANDLER_PREFIX)})
         buf = io.BytesIO()
         torch.save(checkpoint, buf)
         atomic_write_bytes(self.path, buf.getvalue())
@@ -266,6 +273,23 @@ class _TrialCheckpoints:
         return CheckpointReport(refused=why)
 
 
+def _check_loadable(entries: Mapping[str, Any]) -> None:
+    """Raise when a user handler's state would make the checkpoint unreadable (``weights_only``)."""
+    for key, state in entries.items():
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        buf.seek(0)
+        try:
+            torch.load(buf, weights_only=True)
+        except Exception as exc:
+            name = key[len(HANDLER_PREFIX):]
+            raise ConfigTypeError(
+                f"context.checkpoint({name!r}, ...): its state_dict() holds a value that torch.load(weights_only=True) "
+                f"cannot read back ({type(exc).__name__}: {str(exc).splitlines()[0]}); return tensors, numbers, "
+                "strings, None, and lists, tuples and dicts of them (e.g. float(x) for a numpy scalar)"
+            ) from exc
+
+
 def _check_identity(state: Any, identity: str) -> None:
     if not isinstance(state, dict) or not isinstance(state.get("identity"), dict):
         raise ValueError("no identity entry")
@@ -276,13 +300,16 @@ def _check_identity(state: Any, identity: str) -> None:
         raise ValueError(f"written for another trial or recipe: {differ} differ")
 
 
-def trial_identity(task: Any, iters_per_epoch: int) -> str:
-    """What a checkpoint must match to be loaded: the trial's id, seed, recipe, loaders (by
-    fingerprint), custom metrics, snapshots and batches per epoch, as JSON."""
+def trial_identity(task: Any, iters_per_epoch: int, handler_states: Sequence[str] = ()) -> str:
+    """What a checkpoint must match to be loaded: the trial's id, seed, recipe, loaders, custom
+    metrics and user handlers (by fingerprint), the names of the handlers' registered objects,
+    snapshots and batches per epoch, as JSON."""
     facts = {
         "format": FORMAT, "trial_id": task.trial_id, "seed": task.seed, "hparams": task.hparams.to_dict(),
         "loaders": [spec.fingerprint() for spec in (task.model, task.dataset, task.loss)],
         "metrics": {name: spec.fingerprint() for name, spec in task.metrics.items()},
+        "handlers": [spec.fingerprint() for spec in getattr(task, "handlers", ())],
+        "handler_states": sorted(handler_states),
         "snapshots_per_epoch": task.snapshots_per_epoch, "iters_per_epoch": iters_per_epoch,
         "accuracy_style": task.accuracy_style,
     }
@@ -293,10 +320,13 @@ def trial_identity(task: Any, iters_per_epoch: int) -> str:
 
 def attach_checkpoints(
     task: Any, engine: Engine, objects: Mapping[str, Any], batches: Any, iters_per_epoch: int,
+    handler_states: Mapping[str, Any] | None = None,
 ) -> CheckpointReport:
-    """Checkpoint ``objects`` (``None`` values are skipped) and the random states on ``engine`` as
-    ``task.checkpoints`` says; resume from the trial's checkpoint when there is one of its own.
-    Call it after every handler of ignite_seg's own (the user's come after it), just before ``engine.run``. No plan attaches nothing."""
+    """Checkpoint ``objects`` (``None`` values are skipped), the user handlers' registered
+    ``handler_states`` and the random states on ``engine`` as ``task.checkpoints`` says; resume from
+    the trial's checkpoint when there is one of its own. Call it last, after the user's handlers,
+    just before ``engine.run``: its epoch-end write then follows every other handler's. No plan
+    attaches nothing."""
     plan: CheckpointPlan | None = task.checkpoints
     if plan is None:
         return CheckpointReport()
@@ -306,7 +336,9 @@ def attach_checkpoints(
     objects = {k: v for k, v in objects.items() if v is not None}
     to_save = {k: _stateful(k, v) for k, v in objects.items()}
     to_save["rng"] = _per_rank(_rng_state(batches))
-    identity = trial_identity(task, iters_per_epoch)
+    handler_states = handler_states or {}
+    to_save.update({HANDLER_PREFIX + name: obj for name, obj in handler_states.items()})
+    identity = trial_identity(task, iters_per_epoch, list(handler_states))
     keeper = _TrialCheckpoints(plan, task.trial_id, objects, to_save, identity, batches.finish_epoch)
     report = keeper.load(engine)
     keeper.attach(engine)

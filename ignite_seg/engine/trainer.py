@@ -15,7 +15,9 @@ Each training feature is a handler with an ``attach()`` that is safe to call twi
   analysis video);
 * :class:`~ignite_seg.engine.best.BestCheckpoint` (``best_metric``) keeps the weights of the best snapshot;
 * then the user's handlers (:mod:`~ignite_seg.engine.user_handlers`); one that terminates the trainer
-  ends the trial early (status ``completed``, ``stopped_epoch`` set).
+  ends the trial early (status ``completed``, ``stopped_epoch`` set);
+* last, the mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`), which also keep the
+  objects the user's handlers registered.
 
 Batches come from :mod:`ignite_seg.engine.batching` (the tensor fast path or a seeded ``DataLoader``)
 and go through the recipe's ``prepare_batch``; every measurement is a :class:`~ignite_seg.engine.scoring.Scorer`.
@@ -40,6 +42,7 @@ from typing import Any, Callable, Literal, Mapping
 import numpy as np
 import torch
 from ignite.engine import Engine, Events
+from ignite.utils import manual_seed
 
 from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
@@ -365,18 +368,20 @@ def _final_metrics(
 def _attach_user_handlers(
     task: TrialTask, engine: Engine, recorder: ThroughTimeRecorder,
     live: tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer], output_dir: Path,
-) -> None:
-    """The user's handlers, after every handler of ignite_seg's own (checkpoints included)."""
-    if task.handlers:
-        model, eval_model, optimizer = live
-        evaluator = SnapshotEvaluator(recorder).attach(engine)
-        context = HandlerContext(model, eval_model, optimizer, evaluator, task.trial_id, output_dir)
-        attach_user_handlers(task.handlers, engine, context)
+) -> dict[str, Any]:
+    """The user's handlers, after ignite_seg's own but before the checkpoints; the objects they
+    registered for the checkpoints (``context.checkpoint``), by name."""
+    if not task.handlers:
+        return {}
+    model, eval_model, optimizer = live
+    evaluator = SnapshotEvaluator(recorder).attach(engine)
+    context = HandlerContext(model, eval_model, optimizer, evaluator, task.trial_id, output_dir)
+    return attach_user_handlers(task.handlers, engine, context)
 
 
 def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: TrialPlacement) -> None:
     hp = task.hparams
-    torch.manual_seed(task.seed)
+    manual_seed(task.seed)  # torch, numpy and random: a dataset's augmentation may draw from any of them
     rng = np.random.default_rng(task.seed)
     recipe = build_recipe(task.model, task.dataset, task.loss)
     extra = {name: spec.build() for name, spec in task.metrics.items()}
@@ -411,8 +416,8 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
     saved = {"trainer": engine, "model": model, "optimizer": optimizer, "scheduler": scheduler, "recorder": recorder,
              "ema_model": eval_model if eval_model is not model else None, "guard": guard, "hidden": hidden,
              "best": best}
-    outcome.checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch)
-    _attach_user_handlers(task, engine, recorder, (model, eval_model, optimizer), output_dir)
+    registered = _attach_user_handlers(task, engine, recorder, (model, eval_model, optimizer), output_dir)
+    outcome.checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch, registered)
 
     engine.run(batches, max_epochs=hp.epochs)
 
