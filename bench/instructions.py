@@ -8,7 +8,7 @@ the per-epoch figure is the difference over the difference of epochs (fixed cost
 Needs valgrind, its headers and gcc; takes about 10 minutes (the uninstrumented imports are slow
 under valgrind). Under valgrind torch runs its AVX2 kernels whatever the CPU has.
 
-    PYTHONPATH=. python bench/instructions.py [--epochs 2 6] [--tree /path/to/another/checkout]
+    PYTHONPATH=. python bench/instructions.py [--epochs 3 7] [--tree /path/to/another/checkout]
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _inside(shim: str, epochs: list[int]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--epochs", type=int, nargs=2, default=[2, 6])
+    ap.add_argument("--epochs", type=int, nargs=2, default=[3, 7])  # above the features pair's 2 warmup epochs
     ap.add_argument("--tree", default=None, help="measure the package of another checkout")
     ap.add_argument("--inside", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -64,7 +64,8 @@ def main() -> None:
     subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                     f"--callgrind-out-file={work}/cg.%p", sys.executable, os.path.abspath(__file__),
                     "--inside", shim, "--epochs", *map(str, args.epochs)],
-                   env=env, check=True, capture_output=True)
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    print(f"callgrind files (one per loop and epoch count, for callgrind_annotate): {work}")
     counts = {}
     for path in glob.glob(f"{work}/cg.*.*"):
         text = open(path).read()
