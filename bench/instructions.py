@@ -57,13 +57,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, nargs=2, default=None,
                     help="the two epoch counts (default 3 7: above the features pair's 2 warmup epochs), or unit "
-                         "counts with --what components (default 20 60)")
+                         "counts with --what components (default 4 12)")
     ap.add_argument("--what", choices=("loops", "components"), default="loops",
                     help="per_step.py's loops (per epoch) or components.py's parts of a step (per unit)")
     ap.add_argument("--tree", default=None, help="measure the package of another checkout")
     ap.add_argument("--inside", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    args.epochs = args.epochs or ([20, 60] if args.what == "components" else [3, 7])
+    args.epochs = args.epochs or ([4, 12] if args.what == "components" else [3, 7])
     if args.inside:
         _inside(args.inside, args.epochs, args.what)
         return
@@ -88,6 +88,10 @@ def main() -> None:
     names = [k[: -len(f"@{e1}")] for k in counts if k.endswith(f"@{e1}")]
     per_unit = {name: (counts[f"{name}@{e2}"] - counts[f"{name}@{e1}"]) / (e2 - e1) for name in names}
     if args.what == "components":
+        sys.path.insert(0, HERE)
+        from components import scale
+
+        per_unit = {name: n / scale(name) for name, n in per_unit.items()}
         print(f"package: {args.tree or os.path.dirname(HERE)}; instructions per unit (counts {e1} and {e2}), "
               "k: iteration or snapshot; each row's own cost is its difference to the row above")
         for name, n in per_unit.items():
