@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Literal, Mapping
 
+import ignite.distributed as idist
 import torch
 from ignite.exceptions import NotComputableError
 from ignite.metrics import Loss, Metric, MetricsLambda
@@ -80,6 +81,10 @@ class TokenAccuracy(Metric):
 
     @sync_all_reduce("_correct", "_counted")
     def compute(self) -> float:
+        return self.compute_local()
+
+    def compute_local(self) -> float:
+        """:meth:`compute` over this process's updates alone (no reduction across processes)."""
         if self._counted == 0:
             raise NotComputableError("TokenAccuracy needs at least one counted target")
         return float(self._correct) / float(self._counted)
@@ -121,6 +126,10 @@ class MultiLabelAccuracy(Metric):
 
     @sync_all_reduce("_sum", "_n")
     def compute(self) -> float:
+        return self.compute_local()
+
+    def compute_local(self) -> float:
+        """:meth:`compute` over this process's updates alone (no reduction across processes)."""
         if self._n == 0:
             raise NotComputableError("MultiLabelAccuracy needs at least one sample")
         return self._sum / self._n
@@ -150,9 +159,17 @@ class SumLoss(Loss):
 
     @sync_all_reduce("_total", "_num_examples")
     def compute(self) -> float:
+        return self.compute_local()
+
+    def compute_local(self) -> float:
+        """:meth:`compute` over this process's updates alone (no reduction across processes)."""
         if self._num_examples == 0:
             raise NotComputableError("Loss must have at least one example before it can be computed.")
         return self._total / self._num_examples
+
+
+#: The metrics with a :meth:`compute_local` (``compute`` without the reduction across processes).
+_LOCAL = (TokenAccuracy, MultiLabelAccuracy, SumLoss)
 
 
 def multiclass_threshold(loss_fn: Any) -> float | None:
@@ -207,6 +224,12 @@ class Scorer:
             self.metrics[name] = metric
         self._updated = [m for m in self.metrics.values() if not isinstance(m, MetricsLambda)]
         self.prepare_batch = prepare_batch or _pair
+        # In one process, ignite_seg's own metrics are computed without ignite's ``sync_all_reduce``
+        # (a no-op there that asks ignite.distributed for the world size on every call: as much as a
+        # metric update); with several, every metric's ``compute`` reduces as before.
+        local = idist.get_world_size() == 1
+        self._compute = {name: m.compute_local if local and isinstance(m, _LOCAL) else m.compute
+                         for name, m in self.metrics.items()}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -236,7 +259,7 @@ class Scorer:
             out = model(x)
             for metric in self._updated:
                 metric.update((out, y))
-        return {name: _value(metric) for name, metric in self.metrics.items()}
+        return {name: _value(compute) for name, compute in self._compute.items()}
 
 
 def _pair(batch: Any, device: Any, non_blocking: bool) -> tuple[Any, Any]:
@@ -244,9 +267,9 @@ def _pair(batch: Any, device: Any, non_blocking: bool) -> tuple[Any, Any]:
     return x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
 
 
-def _value(metric: Metric) -> float:
+def _value(compute: Callable[[], Any]) -> float:
     try:
-        value = metric.compute()
+        value = compute()
     except NotComputableError:
         return float("nan")
     return float(value.item() if isinstance(value, torch.Tensor) else value)
