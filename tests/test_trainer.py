@@ -186,3 +186,19 @@ def test_the_per_step_fast_paths_train_bit_for_bit_like_the_general_path(dataset
         np.testing.assert_array_equal(fast.throughtime[key], values)
     for key, values in general.hidden.items():
         np.testing.assert_array_equal(fast.hidden[key], values)
+
+
+def test_training_batches_already_on_the_device_skip_the_default_prepare_and_others_keep_it():
+    from ignite_seg.engine.batching import default_prepare_batch
+    from ignite_seg.engine.trainer import Recipe, _training_prepare
+
+    train, val = blobs()
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    for data, device, expected in [
+        (Data(train, val), cpu, passthrough),  # the fast tensor path on the CPU: nothing to move
+        (Data(train, val), meta, default_prepare_batch),  # tensors on another device: moved every step
+        (Data(train, val, prepare_batch=_general_prepare), cpu, _general_prepare),  # the recipe's own, always
+        (Data(blobs_list()[0], val), cpu, default_prepare_batch),  # the DataLoader path's batches are not known
+    ]:
+        recipe = Recipe(mlp(), data, torch.nn.CrossEntropyLoss())
+        assert _training_prepare(recipe, BatchSource(data.train, data), device) is expected

@@ -65,7 +65,7 @@ class TokenAccuracy(Metric):
 
     @reinit__is_reduced
     def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
-        y_pred, y = output[0].detach(), output[1].detach()
+        y_pred, y = _detached(output[0]), _detached(output[1])
         pred = y_pred.argmax(dim=1)
         if y.shape == y_pred.shape and y_pred.ndim >= 2:  # one-hot / probabilities
             right, counted = pred == y.argmax(dim=1), pred.numel()
@@ -116,7 +116,7 @@ class MultiLabelAccuracy(Metric):
 
     @reinit__is_reduced
     def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
-        y_pred, y = output[0].detach(), output[1].detach()
+        y_pred, y = _detached(output[0]), _detached(output[1])
         threshold = self.threshold
         if threshold is None:
             threshold = 0.5 if bool(((y_pred >= 0) & (y_pred <= 1)).all()) else 0.0
@@ -150,7 +150,7 @@ class SumLoss(Loss):
     @reinit__is_reduced
     def update(self, output: Any) -> None:
         y_pred, y = output[0], output[1]
-        average_loss = self._loss_fn(y_pred, y).detach()
+        average_loss = self._loss_fn(y_pred, y)  # read as a float below: nothing keeps its graph
         if average_loss.ndim != 0:
             raise ValueError("loss_fn did not return the average loss.")
         n = self._batch_size(y)
@@ -166,6 +166,11 @@ class SumLoss(Loss):
         if self._num_examples == 0:
             raise NotComputableError("Loss must have at least one example before it can be computed.")
         return self._total / self._num_examples
+
+
+def _detached(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without its graph; ``t`` itself when it has none (under ``no_grad``: a snapshot's outputs)."""
+    return t.detach() if t.requires_grad else t
 
 
 #: The metrics with a :meth:`compute_local` (``compute`` without the reduction across processes).
