@@ -7,7 +7,6 @@ primary validation set, ignite-simple's keys) or ``val_<name>`` (the others). Th
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any, Mapping
 
 import numpy as np
@@ -82,12 +81,10 @@ class ThroughTimeRecorder(CurveRecorder):
                 self.records[curve_key(metric, part)] = []
         self.iters_per_epoch = iters_per_epoch
         self._when = set(snapshot_iterations(iters_per_epoch, epochs, per_epoch))
-        self._announced_on: weakref.WeakSet[Engine] = weakref.WeakSet()
 
     def attach(self, engine: Engine) -> None:
         if not engine.has_registered_events(SnapshotEvents.SNAPSHOT_COMPLETED):
             engine.register_events(*SnapshotEvents)
-        self._announced_on.add(engine)
         if not engine.has_event_handler(self.snapshot, Events.STARTED):
             engine.add_event_handler(Events.STARTED, self.snapshot)
             # a plain handler, not an event filter: ignite's filter wrapper costs a few Python calls every step
@@ -103,9 +100,9 @@ class ThroughTimeRecorder(CurveRecorder):
             for metric, value in measured.items():
                 values[curve_key(metric, part)] = value
         self.append(**values)
-        # fired on the engines attached to (each registered the event): asking the engine instead scans
-        # its list of events with ignite's Python-level ``__eq__`` at every snapshot
-        if engine in self._announced_on:
+        # fired when a handler listens: ignite's ``fire_event`` first scans the engine's list of events with a
+        # Python ``__eq__`` (more than the rest of the recorder's own work), for nothing when none does
+        if engine._event_handlers.get(SnapshotEvents.SNAPSHOT_COMPLETED):
             engine.fire_event(SnapshotEvents.SNAPSHOT_COMPLETED)
 
     def latest(self) -> dict[str, float]:
