@@ -17,8 +17,9 @@ weights, and a copy of the EMA weights kept whenever a snapshot's val perf beats
 (goal: at most 1.15x).
 
 ``--model cnn`` trains a small CNN on the same 8x8 digits (two 3x3 convolutions of 8 and 16
-channels, a 2x2 max-pool, a linear layer) instead of the 64-32-10 MLP: a step a user's model
-takes (a few times the MLP's 0.25 ms), beside the MLP's worst case of a step that costs nearly nothing.
+channels, a 2x2 max-pool, a linear layer) instead of the 64-32-10 MLP: a step like a user's model
+takes (about ten times the MLP's on this machine), beside the MLP's worst case of a step that costs
+nearly nothing.
 
     python bench/overhead.py [--epochs 80] [--repeats 3] [--variant base|features] [--model mlp|cnn]
 """
