@@ -8,12 +8,13 @@ the per-epoch figure is the difference over the difference of epochs (fixed cost
 Needs valgrind, its headers and gcc; takes about 10 minutes (the uninstrumented imports are slow
 under valgrind). Under valgrind torch runs its AVX2 kernels whatever the CPU has.
 
-    PYTHONPATH=. python bench/instructions.py [--epochs 2 6] [--tree /path/to/another/checkout]
+    PYTHONPATH=. python bench/instructions.py [--epochs 3 7] [--tree /path/to/another/checkout]
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import glob
 import os
 import re
@@ -29,31 +30,42 @@ void stop_dump(const char *label) { CALLGRIND_TOGGLE_COLLECT; CALLGRIND_DUMP_STA
 """
 
 
-def _inside(shim: str, epochs: list[int]) -> None:
-    """Under valgrind: run every loop at both epoch counts, one dump per run."""
+def _inside(shim: str, epochs: list[int], what: str) -> None:
+    """Under valgrind: run every loop at both epoch (or unit) counts, one dump per run."""
     sys.path.insert(0, HERE)
-    import per_step
     import torch
 
     torch.set_num_threads(1)
     lib = ctypes.CDLL(shim)
-    runs = {e: per_step._loops(e) for e in epochs}
-    for name in per_step.LOOPS:
-        runs[epochs[0]][name](None)  # warm up, not counted
+    if what == "components":
+        import components
+
+        runs = {e: components.loops(e) for e in epochs}
+    else:
+        import per_step
+
+        runs = {e: {k: functools.partial(f, None) for k, f in per_step._loops(e).items()} for e in epochs}
+    for name in runs[epochs[0]]:
+        runs[epochs[0]][name]()  # warm up, not counted
         for e in epochs:
             lib.start()
-            runs[e][name](None)
+            runs[e][name]()
             lib.stop_dump(f"{name}@{e}".encode())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--epochs", type=int, nargs=2, default=[2, 6])
+    ap.add_argument("--epochs", type=int, nargs=2, default=None,
+                    help="the two epoch counts (default 3 7: above the features pair's 2 warmup epochs), or unit "
+                         "counts with --what components (default 4 12)")
+    ap.add_argument("--what", choices=("loops", "components"), default="loops",
+                    help="per_step.py's loops (per epoch) or components.py's parts of a step (per unit)")
     ap.add_argument("--tree", default=None, help="measure the package of another checkout")
     ap.add_argument("--inside", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.epochs = args.epochs or ([4, 12] if args.what == "components" else [3, 7])
     if args.inside:
-        _inside(args.inside, args.epochs)
+        _inside(args.inside, args.epochs, args.what)
         return
     work = tempfile.mkdtemp(prefix="instructions_")
     shim = os.path.join(work, "libcgctl.so")
@@ -63,19 +75,32 @@ def main() -> None:
     env = dict(os.environ, **({"PER_STEP_TREE": os.path.abspath(args.tree)} if args.tree else {}))
     subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                     f"--callgrind-out-file={work}/cg.%p", sys.executable, os.path.abspath(__file__),
-                    "--inside", shim, "--epochs", *map(str, args.epochs)],
-                   env=env, check=True, capture_output=True)
+                    "--inside", shim, "--what", args.what, "--epochs", *map(str, args.epochs)],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    print(f"callgrind files (one per loop and epoch count, for callgrind_annotate): {work}")
     counts = {}
-    for path in glob.glob(f"{work}/cg.*.*"):
+    for path in sorted(glob.glob(f"{work}/cg.*.*"), key=lambda p: int(p.rsplit(".", 1)[1])):  # in run order
         text = open(path).read()
         label = re.search(r"Client Request: (\S+)", text)
         if label:
             counts[label.group(1)] = int(re.search(r"^summary: (\d+)", text, re.M).group(1))
     e1, e2 = args.epochs
-    sys.path.insert(0, HERE)
-    from per_step import LOOPS, PATHS
+    names = [k[: -len(f"@{e1}")] for k in counts if k.endswith(f"@{e1}")]
+    per_unit = {name: (counts[f"{name}@{e2}"] - counts[f"{name}@{e1}"]) / (e2 - e1) for name in names}
+    if args.what == "components":
+        sys.path.insert(0, HERE)
+        from components import scale
 
-    per_epoch = {name: (counts[f"{name}@{e2}"] - counts[f"{name}@{e1}"]) / (e2 - e1) for name in LOOPS}
+        per_unit = {name: n / scale(name) for name, n in per_unit.items()}
+        print(f"package: {args.tree or os.path.dirname(HERE)}; instructions per unit (counts {e1} and {e2}), "
+              "k: iteration or snapshot; each row's own cost is its difference to the row above")
+        for name, n in per_unit.items():
+            print(f"  {name:22s} {n / 1e3:9.1f} k")
+        return
+    sys.path.insert(0, HERE)
+    from per_step import PATHS
+
+    per_epoch = per_unit
     print(f"package: {args.tree or os.path.dirname(HERE)}; instructions per epoch (epochs {e1} and {e2}):")
     for name, n in per_epoch.items():
         print(f"  {name:14s} {n / 1e6:7.1f} M")

@@ -16,13 +16,19 @@ loop doing the same: the warmup LR, an EMA update after every step, snapshots me
 weights, and a copy of the EMA weights kept whenever a snapshot's val perf beats the best so far
 (goal: at most 1.15x).
 
-    python bench/overhead.py [--epochs 80] [--repeats 3] [--variant base|features]
+``--model cnn`` trains a small CNN on the same 8x8 digits (two 3x3 convolutions of 8 and 16
+channels, a 2x2 max-pool, a linear layer) instead of the 64-32-10 MLP: a step like a user's model
+takes (about ten times the MLP's on this machine), beside the MLP's worst case of a step that costs
+nearly nothing.
+
+    python bench/overhead.py [--epochs 80] [--repeats 3] [--variant base|features] [--model mlp|cnn]
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import dataclasses
+import os
 import time
 
 import numpy as np
@@ -38,13 +44,28 @@ EMA_DECAY = 0.99
 WARMUP_EPOCHS = 2.0
 
 
+def cnn() -> torch.nn.Module:
+    """A small CNN on the 64 digit pixels as a 1x8x8 image (``--model cnn``)."""
+    nn = torch.nn
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(16 * 4 * 4, 10))
+
+
+#: The models of ``--model``: the plain loop's constructor and the trial's loader spec.
+MODELS = {"mlp": DIGITS["model"], "cnn": ("overhead", "cnn", (), {})}
+
+
 def plain_loop(epochs: int, batch_size: int, lr: tuple[float, float], cycle_epochs: float, seed: int,
                tensor_batches: bool, per_epoch: int = 10, features: bool = False,
-               stamps: list[float] | None = None) -> float:
+               stamps: list[float] | None = None, model_name: str = "mlp") -> float:
+    import importlib
+
     import digits
 
     torch.manual_seed(seed)
-    model = digits.model()
+    module, name, _, _ = MODELS[model_name]
+    model = getattr(importlib.import_module(module), name)()
     train_set, val_set = digits.dataset()
     loss_fn = torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=lr[0])
@@ -125,9 +146,10 @@ def features_variant(args: argparse.Namespace, hp: ignite_seg.FixedHyperparamete
                                    best_metric="perf", best_mode="max")
     runs = {
         "plain-tensor+features": lambda: plain_loop(args.epochs, 32, (0.05, 0.5), 8, 0, tensor_batches=True,
-                                                    features=True),
+                                                    features=True, model_name=args.model),
         "run_trial+features": lambda: _perf(run_trial(featured)),
-        "plain-tensor": lambda: plain_loop(args.epochs, 32, (0.05, 0.5), 8, 0, tensor_batches=True),
+        "plain-tensor": lambda: plain_loop(args.epochs, 32, (0.05, 0.5), 8, 0, tensor_batches=True,
+                                           model_name=args.model),
         "run_trial": lambda: _perf(run_trial(task)),
     }
     wall: dict[str, list[float]] = {k: [] for k in runs}
@@ -139,7 +161,8 @@ def features_variant(args: argparse.Namespace, hp: ignite_seg.FixedHyperparamete
             accs[name] = run()
             wall[name].append(time.perf_counter() - t)
             cpu[name].append(time.process_time() - c)
-    print(f"machine: {machine()}; digits MLP, {args.epochs} epochs, batch 32, EMA {EMA_DECAY}, warmup "
+    print(f"machine: {machine()}; load {os.getloadavg()[0]:.1f}; digits {args.model}, {args.epochs} epochs, batch 32, "
+          f"EMA {EMA_DECAY}, warmup "
           f"{WARMUP_EPOCHS} epochs, best checkpoint by val perf; best of {args.repeats}")
     for k in runs:
         print(f"  {k:22s} wall {min(wall[k]):6.2f} s  cpu {min(cpu[k]):6.2f} s   val acc {accs[k]:.4f}   "
@@ -162,11 +185,12 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=80)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--variant", choices=("base", "features"), default="base")
+    ap.add_argument("--model", choices=tuple(MODELS), default="mlp")
     args = ap.parse_args()
     torch.set_num_threads(1)
     hp = ignite_seg.FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=32, cycle_size_epochs=8,
                                          epochs=args.epochs)
-    task = TrialTask(trial_id=0, model=normalize_spec(DIGITS["model"], "m"),
+    task = TrialTask(trial_id=0, model=normalize_spec(MODELS[args.model], "m"),
                      dataset=normalize_spec(DIGITS["dataset"], "d"), loss=normalize_spec(DIGITS["loss"], "l"),
                      hparams=hp, accuracy_style="classification", seed=trial_seed(0, 0), device="cpu", threads=1)
     if args.variant == "features":
@@ -176,22 +200,25 @@ def main() -> None:
     accs: dict[str, float] = {}
     for r in range(args.repeats):
         t = time.perf_counter()
-        accs["plain-dataloader"] = plain_loop(args.epochs, 32, (0.05, 0.5), 8, 0, tensor_batches=False)
+        accs["plain-dataloader"] = plain_loop(args.epochs, 32, (0.05, 0.5), 8, 0, tensor_batches=False,
+                                              model_name=args.model)
         timings["plain-dataloader"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        accs["plain-tensor"] = plain_loop(args.epochs, 32, (0.05, 0.5), 8, 0, tensor_batches=True)
+        accs["plain-tensor"] = plain_loop(args.epochs, 32, (0.05, 0.5), 8, 0, tensor_batches=True,
+                                          model_name=args.model)
         timings["plain-tensor"].append(time.perf_counter() - t)
         t = time.perf_counter()
         out = run_trial(task)
         timings["run_trial"].append(time.perf_counter() - t)
         accs["run_trial"] = out.metrics["perf_val"]
         t = time.perf_counter()
-        res = ignite_seg.train(DIGITS["model"], DIGITS["dataset"], DIGITS["loss"], folder=f"/tmp/bench_overhead/{r}",
+        res = ignite_seg.train(MODELS[args.model], DIGITS["dataset"], DIGITS["loss"], folder=f"/tmp/bench_overhead/{r}",
                                hyperparameters=hp, analysis="none", trials=1, trials_strict=True, cores=1, seed=0)
         timings["train"].append(time.perf_counter() - t)
         accs["train"] = res.trials[0].perf_val
     best = {k: min(v) for k, v in timings.items()}
-    print(f"machine: {machine()}; digits MLP, {args.epochs} epochs, batch 32, best of {args.repeats}")
+    print(f"machine: {machine()}; load {os.getloadavg()[0]:.1f}; digits {args.model}, {args.epochs} epochs, batch 32, "
+          f"best of {args.repeats}")
     for k, v in best.items():
         print(f"  {k:18s} {v:7.2f} s   val acc {accs[k]:.4f}   "
               f"ratio vs plain-dataloader {v / best['plain-dataloader']:.2f}x, vs plain-tensor {v / best['plain-tensor']:.2f}x")

@@ -122,3 +122,34 @@ def test_collation_keeps_best_arrays_and_pads_a_shorter_trial_with_nan():
         col.add(2, final, full)
     with pytest.raises(ValueError, match="other epochs"):
         col.add(3, final, {**full, "epochs": full["epochs"] + 0.1})
+
+
+@pytest.mark.parametrize("mode,values,improving", [
+    ("max", [0.5, 0.4, 0.5, float("nan"), 0.7, 0.6, 0.7], [0, 4]),
+    ("min", [float("nan"), 0.3, 0.3, float("inf"), 0.2, 0.25], [0, 1, 4]),
+])
+def test_ignites_checkpoint_is_called_only_when_the_score_improves_and_keeps_what_it_would_alone(mode, values, improving):
+    from ignite.engine import Engine
+
+    from ignite_seg.engine.best import BestCheckpoint
+    from ignite_seg.engine.recorders import ThroughTimeRecorder
+
+    model, engine = mlp(), Engine(lambda e, b: None)
+    bests = []
+    for _ in range(2):  # ours, and one whose Checkpoint is called at every snapshot (ignite alone decides)
+        recorder = ThroughTimeRecorder(Scorer(torch.nn.CrossEntropyLoss(), "classification"), model, {"val": []}, 10, 1, 0)
+        bests.append(BestCheckpoint(model, recorder, "perf", mode))
+    calls: list[int] = []
+    checkpoint = bests[0].checkpoint
+    bests[0].checkpoint = lambda e: (calls.append(len(bests[0].recorder.records["epochs"]) - 1), checkpoint(e))
+    for k, v in enumerate(values):
+        for best in bests:
+            best.recorder.append(epochs=k / 10, perfs_val=v, losses_val=1.0)
+        bests[0]._on_snapshot(engine)
+        bests[1].checkpoint(engine)  # what the handler did before it compared first
+        if bests[1].saver.saves != getattr(bests[1], "_seen", 0):
+            bests[1]._seen, bests[1].epoch, bests[1].value = bests[1].saver.saves, k / 10, v
+    assert calls == improving
+    assert bests[0].saver.saves == bests[1].saver.saves == len(improving)
+    assert bests[0].record() == bests[1].record() == BestRecord("perf", mode, improving[-1] / 10, values[improving[-1]])
+    assert checkpoint.state_dict() == bests[1].checkpoint.state_dict()

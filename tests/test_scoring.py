@@ -119,3 +119,26 @@ def test_padding_never_counts_whether_or_not_its_index_is_a_class(ignore_index):
     out = torch.tensor([[[3.0, 0.0, 0.0, 0.0], [0.0, 3.0, 3.0, 0.0], [0.0, 0.0, 0.0, 3.0]]])  # (N=1, C=3, L=4): 0, 1, 1, 2
     y = torch.tensor([[0, ignore_index, ignore_index, 0]])  # one right, two padding (predicted 1), one wrong
     assert _score(TokenAccuracy(ignore_index=ignore_index), (out, y)) == 0.5
+
+
+@pytest.mark.parametrize("style,loss_fn,y", [
+    ("classification", torch.nn.CrossEntropyLoss(), torch.tensor([0, 2, 1, 2, 0])),
+    ("multiclass", torch.nn.BCEWithLogitsLoss(), torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 0, 0]])),
+])
+def test_in_one_process_own_metrics_skip_ignites_all_reduce_wrapper_and_give_what_compute_gives(monkeypatch, style,
+                                                                                                 loss_fn, y):
+    import ignite.distributed as idist
+    from ignite.metrics import Loss
+
+    torch.manual_seed(0)
+    model, x = torch.nn.Linear(4, 3), torch.randn(5, 4)
+    scorer = Scorer(loss_fn, style, {"user_loss": Loss(loss_fn)})
+    asked = []
+    world_size = idist.get_world_size
+    monkeypatch.setattr(idist, "get_world_size", lambda: asked.append(1) or world_size())
+    got = scorer.measure(model, [(x, y)])
+    assert len(asked) == 1  # the user's ignite metric reduces as ignite does; loss and perf do not ask
+    with torch.no_grad():
+        out = model(x)
+    for name, metric in scorer.metrics.items():
+        assert got[name] == _score(metric, (out, y))  # compute() with its reduction: the same value, bit for bit

@@ -186,3 +186,41 @@ def test_the_per_step_fast_paths_train_bit_for_bit_like_the_general_path(dataset
         np.testing.assert_array_equal(fast.throughtime[key], values)
     for key, values in general.hidden.items():
         np.testing.assert_array_equal(fast.hidden[key], values)
+
+
+def test_training_batches_already_on_the_device_skip_the_default_prepare_and_others_keep_it():
+    from ignite_seg.engine.batching import default_prepare_batch
+    from ignite_seg.engine.trainer import Recipe, _training_prepare
+
+    train, val = blobs()
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    for data, device, expected in [
+        (Data(train, val), cpu, passthrough),  # the fast tensor path on the CPU: nothing to move
+        (Data(train, val), meta, default_prepare_batch),  # tensors on another device: moved every step
+        (Data(train, val, prepare_batch=_general_prepare), cpu, _general_prepare),  # the recipe's own, always
+        (Data(blobs_list()[0], val), cpu, default_prepare_batch),  # the DataLoader path's batches are not known
+    ]:
+        recipe = Recipe(mlp(), data, torch.nn.CrossEntropyLoss())
+        assert _training_prepare(recipe, BatchSource(data.train, data), device) is expected
+
+
+def test_snapshot_completed_fires_once_per_snapshot_when_a_handler_listens_and_not_at_all_otherwise():
+    from ignite.engine import Engine, Events
+
+    from ignite_seg.engine.recorders import SnapshotEvents
+
+    train, _ = blobs()
+    batch = train.tensors
+    rec = ThroughTimeRecorder(Scorer(torch.nn.CrossEntropyLoss(), "classification", prepare_batch=passthrough), mlp(),
+                              {"val": [batch]}, iters_per_epoch=4, epochs=1, per_epoch=2)
+    quiet, heard = Engine(lambda e, b: 0.5), Engine(lambda e, b: 0.5)
+    for engine in (quiet, heard):
+        rec.attach(engine)
+    seen = []
+    heard.add_event_handler(SnapshotEvents.SNAPSHOT_COMPLETED, lambda e: seen.append(rec.latest()["epochs"]))
+    last = []  # the engine's last event after each step, the snapshots' included (run after the recorder's check)
+    quiet.add_event_handler(Events.ITERATION_COMPLETED, lambda e: last.append(e.last_event_name))
+    quiet.run(range(4), max_epochs=1)
+    assert len(rec.records["epochs"]) == 3 and last == [Events.ITERATION_COMPLETED] * 4  # measured, nothing fired
+    heard.run(range(4), max_epochs=1)
+    assert seen == [0.0, 0.5, 1.0]

@@ -96,7 +96,10 @@ class BestCheckpoint:
         self.value: float | None = None
 
     def _score(self, engine: Engine) -> float:
-        value = self.recorder.records[self.key][-1]
+        return self._priority(self.recorder.records[self.key][-1])
+
+    def _priority(self, value: float) -> float:
+        """The checkpoint's score of a recorded value: higher is better whatever the mode."""
         if not math.isfinite(value):
             return -math.inf  # never preferred to a finite value
         return value if self.mode == "max" else -value
@@ -108,6 +111,10 @@ class BestCheckpoint:
             engine.add_event_handler(SnapshotEvents.SNAPSHOT_COMPLETED, self._on_snapshot)
 
     def _on_snapshot(self, engine: Engine) -> None:
+        # ignite's Checkpoint (n_saved=1) saves when it keeps nothing yet or the score beats the kept one's
+        # (strictly); deciding that here first spares its per-call work on the snapshots that do not improve
+        if self.value is not None and self._score(engine) <= self._priority(self.value):
+            return
         saves = self.saver.saves
         self.checkpoint(engine)
         if self.saver.saves != saves:

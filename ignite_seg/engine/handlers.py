@@ -61,9 +61,13 @@ class DivergenceStop:
             engine.remove_event_handler(self._check, Events.ITERATION_COMPLETED)
 
     def _check(self, engine: Engine) -> None:
-        if self.diverged(output_loss(engine)):
-            self.diverged_at = engine.state.iteration
-            engine.terminate()
+        if self.monitor is None:  # every step of a trial: the check inline (math.isfinite takes the float)
+            if math.isfinite(engine.state.output):  # type: ignore[arg-type]  # State.output: int | None
+                return
+        elif not self.diverged(output_loss(engine)):
+            return
+        self.diverged_at = engine.state.iteration
+        engine.terminate()
 
 
 class CurveRecorder:

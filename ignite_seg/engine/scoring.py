@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Literal, Mapping
 
+import ignite.distributed as idist
 import torch
 from ignite.exceptions import NotComputableError
 from ignite.metrics import Loss, Metric, MetricsLambda
@@ -64,7 +65,7 @@ class TokenAccuracy(Metric):
 
     @reinit__is_reduced
     def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
-        y_pred, y = output[0].detach(), output[1].detach()
+        y_pred, y = _detached(output[0]), _detached(output[1])
         pred = y_pred.argmax(dim=1)
         if y.shape == y_pred.shape and y_pred.ndim >= 2:  # one-hot / probabilities
             right, counted = pred == y.argmax(dim=1), pred.numel()
@@ -80,6 +81,10 @@ class TokenAccuracy(Metric):
 
     @sync_all_reduce("_correct", "_counted")
     def compute(self) -> float:
+        return self.compute_local()
+
+    def compute_local(self) -> float:
+        """:meth:`compute` over this process's updates alone (no reduction across processes)."""
         if self._counted == 0:
             raise NotComputableError("TokenAccuracy needs at least one counted target")
         return float(self._correct) / float(self._counted)
@@ -111,7 +116,7 @@ class MultiLabelAccuracy(Metric):
 
     @reinit__is_reduced
     def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
-        y_pred, y = output[0].detach(), output[1].detach()
+        y_pred, y = _detached(output[0]), _detached(output[1])
         threshold = self.threshold
         if threshold is None:
             threshold = 0.5 if bool(((y_pred >= 0) & (y_pred <= 1)).all()) else 0.0
@@ -121,6 +126,10 @@ class MultiLabelAccuracy(Metric):
 
     @sync_all_reduce("_sum", "_n")
     def compute(self) -> float:
+        return self.compute_local()
+
+    def compute_local(self) -> float:
+        """:meth:`compute` over this process's updates alone (no reduction across processes)."""
         if self._n == 0:
             raise NotComputableError("MultiLabelAccuracy needs at least one sample")
         return self._sum / self._n
@@ -141,7 +150,7 @@ class SumLoss(Loss):
     @reinit__is_reduced
     def update(self, output: Any) -> None:
         y_pred, y = output[0], output[1]
-        average_loss = self._loss_fn(y_pred, y).detach()
+        average_loss = self._loss_fn(y_pred, y)  # read as a float below: nothing keeps its graph
         if average_loss.ndim != 0:
             raise ValueError("loss_fn did not return the average loss.")
         n = self._batch_size(y)
@@ -150,9 +159,22 @@ class SumLoss(Loss):
 
     @sync_all_reduce("_total", "_num_examples")
     def compute(self) -> float:
+        return self.compute_local()
+
+    def compute_local(self) -> float:
+        """:meth:`compute` over this process's updates alone (no reduction across processes)."""
         if self._num_examples == 0:
             raise NotComputableError("Loss must have at least one example before it can be computed.")
         return self._total / self._num_examples
+
+
+def _detached(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without its graph; ``t`` itself when it has none (under ``no_grad``: a snapshot's outputs)."""
+    return t.detach() if t.requires_grad else t
+
+
+#: The metrics with a :meth:`compute_local` (``compute`` without the reduction across processes).
+_LOCAL = (TokenAccuracy, MultiLabelAccuracy, SumLoss)
 
 
 def multiclass_threshold(loss_fn: Any) -> float | None:
@@ -207,6 +229,12 @@ class Scorer:
             self.metrics[name] = metric
         self._updated = [m for m in self.metrics.values() if not isinstance(m, MetricsLambda)]
         self.prepare_batch = prepare_batch or _pair
+        # In one process, ignite_seg's own metrics are computed without ignite's ``sync_all_reduce``
+        # (a no-op there that asks ignite.distributed for the world size on every call: as much as a
+        # metric update); with several, every metric's ``compute`` reduces as before.
+        local = idist.get_world_size() == 1
+        self._compute = {name: m.compute_local if local and isinstance(m, _LOCAL) else m.compute
+                         for name, m in self.metrics.items()}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -236,7 +264,7 @@ class Scorer:
             out = model(x)
             for metric in self._updated:
                 metric.update((out, y))
-        return {name: _value(metric) for name, metric in self.metrics.items()}
+        return {name: _value(compute) for name, compute in self._compute.items()}
 
 
 def _pair(batch: Any, device: Any, non_blocking: bool) -> tuple[Any, Any]:
@@ -244,9 +272,9 @@ def _pair(batch: Any, device: Any, non_blocking: bool) -> tuple[Any, Any]:
     return x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
 
 
-def _value(metric: Metric) -> float:
+def _value(compute: Callable[[], Any]) -> float:
     try:
-        value = metric.compute()
+        value = compute()
     except NotComputableError:
         return float("nan")
     return float(value.item() if isinstance(value, torch.Tensor) else value)

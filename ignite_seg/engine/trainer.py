@@ -58,20 +58,9 @@ from .scoring import AccuracyStyle, Scorer
 from .user_handlers import HandlerContext, SnapshotEvaluator, attach_user_handlers, collect_output
 
 __all__ = [
-    "TrialTask",
-    "TrialOutcome",
-    "Recipe",
-    "build_recipe",
-    "loss_to",
-    "create_trainer",
-    "make_optimizer",
-    "ThroughTimeRecorder",
-    "HiddenRecorder",
-    "run_trial",
-    "TrialPlacement",
-    "set_threads",
-    "resolve_device",
-    "state_dict_bytes",
+    "TrialTask", "TrialOutcome", "Recipe", "build_recipe", "loss_to",
+    "create_trainer", "make_optimizer", "ThroughTimeRecorder", "HiddenRecorder", "run_trial",
+    "TrialPlacement", "set_threads", "resolve_device", "state_dict_bytes",
 ]
 
 #: Through-time snapshots measure at most this many points of each set.
@@ -353,6 +342,13 @@ def _snapshot_sets(
     return sets, indices["val"]
 
 
+def _training_prepare(recipe: Recipe, source: BatchSource, device: torch.device) -> PrepareBatch:
+    """The training steps' ``prepare_batch``: a pass-through for tensor pairs on ``device`` already (the fast
+    path on the CPU: the default's two ``.to(device)`` per step would return the same tensors), else the recipe's."""
+    on_device = source.tensors is not None and all(t.device == device for t in source.tensors)
+    return passthrough if recipe.data.prepare_batch is None and on_device else recipe.prepare_batch
+
+
 def _final_metrics(
     scorer: Scorer, model: torch.nn.Module, sources: _Sources, prepare: PrepareBatch, device: torch.device
 ) -> dict[str, float]:
@@ -398,7 +394,7 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
 
     optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
                                weight_decay=hp.weight_decay, betas=hp.betas, eps=hp.eps)
-    engine = placement.trainer(model, optimizer, loss_fn, device, hp, recipe.prepare_batch)
+    engine = placement.trainer(model, optimizer, loss_fn, device, hp, _training_prepare(recipe, sources.train, device))
     scheduler = build_scheduler(hp, iters_per_epoch, optimizer)
     engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
     eval_model = attach_ema(engine, model, hp.ema_decay)  # the model itself without EMA
