@@ -3,7 +3,7 @@
 Every ``every`` epochs (at ``Events.EPOCH_COMPLETED``, never after the last epoch) the worker writes,
 atomically (:func:`~ignite_seg.storage.atomic.atomic_write_bytes` under ignite's ``Checkpoint``), one
 file holding everything the rest of the trial depends on: the model, the optimizer, the LR scheduler,
-the EMA model, the best checkpoint so far, the engine's state (epoch, iteration), the through-time and hidden recorders' values so
+the EMA model, the AMP gradient scaler (fp16 on CUDA), the best checkpoint so far, the engine's state (epoch, iteration), the through-time and hidden recorders' values so
 far, the divergence guard, and the random states (torch, CUDA, numpy, python ``random``, and the
 generator of :class:`~ignite_seg.engine.batching.Batches`, which draws every epoch's shuffling and the
 DataLoader's worker seeds), and the state of the objects that user handlers registered with

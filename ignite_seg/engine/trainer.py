@@ -236,6 +236,7 @@ def create_trainer(
 
     engine = Engine(step)
     engine.add_event_handler(Events.STARTED, lambda _: model.train())
+    engine.grad_scaler = scaler  # type: ignore[attr-defined]  # mid-trial checkpoints save its state
     return engine
 
 
@@ -411,7 +412,7 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
     best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode)
     saved = {"trainer": engine, "model": model, "optimizer": optimizer, "scheduler": scheduler, "recorder": recorder,
              "ema_model": eval_model if eval_model is not model else None, "guard": guard, "hidden": hidden,
-             "best": best}
+             "best": best, "grad_scaler": getattr(engine, "grad_scaler", None)}
     registered = _attach_user_handlers(task, engine, recorder, (model, eval_model, optimizer), output_dir)
     outcome.checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch, registered)
 
