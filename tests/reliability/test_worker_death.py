@@ -33,7 +33,9 @@ def test_worker_that_always_dies_is_failed_after_one_retry(tmp_path):
     result = json.loads((tmp_path / "run" / "trials" / "1" / "result.json").read_text())
     assert result["status"] == "failed"
     error = (tmp_path / "run" / "trials" / "1" / "error.txt").read_text()
-    assert "lost after 2 attempts" in error and "killed by signal 9" in error
+    # the fork server reports a worker's exit status through a pipe; when the pool tears the worker
+    # down before that report is read, multiprocessing gives 255 ("should not happen usually")
+    assert "lost after 2 attempts" in error and ("killed by signal 9" in error or "exit code 255" in error)
     assert res.n_failed == 1
 
 
