@@ -3,6 +3,7 @@ enriched with named validation sets and a custom metric."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,12 +113,8 @@ def add_val_sets_and_metric(folder: Path) -> None:
         res.update(loss_val_noisy=res["loss_val"] + 0.5, perf_val_noisy=res["perf_val"] - 0.2)
         for split in ("train", "val", "val_noisy"):
             res[f"metric_iou_{split}"] = 0.8 * res[f"perf_{split}"]
-        write_npz(rf.trial(tid) / "throughtime.npz", **tt)
-        write_json(rf.trial(tid) / "result.json", res)
-        collator.add(tid, res, tt)
-    results, tt = collator.arrays()
-    write_npz(rf.results, **results)
-    write_npz(rf.throughtimes, **tt)
+        _rewrite_trial(rf, collator, tid, res, tt)
+    _write_collated(rf, collator)
 
 
 def stop_and_keep_best(folder: Path, stops: dict[int, int], best: dict[int, int], metric: str = "loss",
@@ -148,10 +145,18 @@ def stop_and_keep_best(folder: Path, stops: dict[int, int], best: dict[int, int]
         res = dict(read_json(rf.trial(tid) / "result.json"))
         res.update(best_metric=metric, best_mode=mode, best_epoch=chosen[tid][0], best_value=chosen[tid][1],
                    stopped_early=tid in stops, stopped_epoch=float(tt["epochs"][-1]) if tid in stops else None)
-        write_npz(rf.trial(tid) / "throughtime.npz", **tt)
-        write_json(rf.trial(tid) / "result.json", res)
-        collator.add(tid, res, tt)
+        _rewrite_trial(rf, collator, tid, res, tt)
+    _write_collated(rf, collator)
+    return chosen
+
+
+def _rewrite_trial(rf: Any, collator: Any, tid: int, res: dict[str, Any], tt: dict[str, Any]) -> None:
+    write_npz(rf.trial(tid) / "throughtime.npz", **tt)
+    write_json(rf.trial(tid) / "result.json", res)
+    collator.add(tid, res, tt)
+
+
+def _write_collated(rf: Any, collator: Any) -> None:
     results, tt = collator.arrays()
     write_npz(rf.results, **results)
     write_npz(rf.throughtimes, **tt)
-    return chosen
