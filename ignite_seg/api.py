@@ -208,7 +208,7 @@ def validate(
     recipe: tuple[Any, Any, Any, Any],
     plan: tuple[Any, Any, Any, Any, Any],
     compute: tuple[Any, Any, Any, Any],
-    custom: tuple[Any, ...],
+    custom: tuple[Any, Any, Any, Any, Any],
 ) -> RunConfig:
     """Check every argument of :func:`train` (in this process, writing nothing) into a :class:`RunConfig`."""
     hyperparameters, analysis, later, accuracy_style = recipe
@@ -217,7 +217,7 @@ def validate(
     specs = {
         name: normalize_spec(value, f"{name}_loader") for name, value in zip(("model", "dataset", "loss"), loaders)
     }
-    metrics, modes, best_metric, best_mode, handlers = (*custom, None, None, None)[:5]  # tune() passes two
+    metrics, modes, best_metric, best_mode, handlers = custom
     metric_specs, metric_modes = check_metrics(metrics, modes)
     best_metric, best_mode = check_best(best_metric, best_mode, tuple(metric_specs))
     handler_specs = check_handlers(handlers)

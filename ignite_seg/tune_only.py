@@ -95,7 +95,7 @@ def tune(
         recipe=(hyperparameters, wanted, later, accuracy_style),
         plan=(0, True, False, seed, 10),
         compute=(cores, executor, device, None),
-        custom=(None, None),
+        custom=(None, None, None, None, None),  # metrics, modes, best metric, best mode, handlers: none
     )
     res = run_validated(cfg, "tune")
     return tune_result(res.folder)
