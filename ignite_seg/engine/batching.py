@@ -35,6 +35,7 @@ __all__ = [
     "tensor_pair",
     "BatchSource",
     "Batches",
+    "shuffled_batches",
 ]
 
 PrepareBatch = Callable[[Any, "torch.device | str | None", bool], tuple[Any, Any]]
@@ -294,6 +295,14 @@ def _stacked(items: _Items) -> TensorDataset | None:
     return None
 
 
+def shuffled_batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """One epoch of the tensor path: a permutation of ``range(n)`` drawn from ``generator``, cut into
+    index batches of ``batch_size`` (the last one shorter)."""
+    perm = torch.randperm(n, generator=generator)
+    for start in range(0, n, batch_size):
+        yield perm[start : start + batch_size]
+
+
 class Batches:
     """A re-iterable of shuffled raw training batches; each ``iter()`` is one epoch.
 
@@ -340,7 +349,5 @@ class Batches:
             return
         assert self.source.tensors is not None
         x, y = self.source.tensors
-        perm = torch.randperm(len(x), generator=self.generator)
-        for start in range(0, len(perm), self.batch_size):
-            idx = perm[start : start + self.batch_size]
+        for idx in shuffled_batches(len(x), self.batch_size, self.generator):
             yield x[idx], y[idx]

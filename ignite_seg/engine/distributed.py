@@ -49,7 +49,7 @@ from ignite.engine import Engine, Events
 from torch.utils.data import DataLoader, DistributedSampler
 
 from ..config.hyperparameters import FixedHyperparameters
-from .batching import BatchSource, PrepareBatch
+from .batching import BatchSource, PrepareBatch, shuffled_batches
 from .trainer import LossFn, TrialOutcome, TrialPlacement, TrialTask, create_trainer, resolve_device, run_trial
 
 __all__ = ["run_trial_group", "RankPlacement", "RankBatches", "GROUP_ATTEMPTS", "group_gpus", "visible_gpus"]
@@ -271,9 +271,7 @@ class RankBatches:
             return
         assert self.source.tensors is not None
         x, y = self.source.tensors
-        perm = torch.randperm(len(x), generator=self.generator)
-        for start in range(0, len(perm), self.batch_size):
-            idx = perm[start : start + self.batch_size]
+        for idx in shuffled_batches(len(x), self.batch_size, self.generator):
             mine = torch.tensor_split(idx, self.size)[self.rank]
             weight = len(mine) * self.size / len(idx)
             if len(mine) == 0:
