@@ -230,3 +230,26 @@ def test_the_ranks_share_out_the_workers_threads_when_the_task_sets_none():
     assert out.files["threads.txt"] == str(max(1, torch.get_num_threads() // 2)).encode()
     out = run_trial_group(task(processes=2, threads=1, handlers=(spec("distributed_tasks", "write_threads"),)))
     assert out.files["threads.txt"] == b"1"
+
+
+def test_a_rendezvous_port_taken_before_rank_0_binds_it_costs_no_attempt(monkeypatch):
+    """``_free_port`` releases the port it found; another process may bind it first (two groups
+    starting at once). That launch fails with EADDRINUSE and is made again on a new port, without
+    using the trial's one retry."""
+    import socket
+
+    from ignite_seg.engine import distributed
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    free = distributed._free_port
+    ports = iter([taken.getsockname()[1]])
+    monkeypatch.setattr(distributed, "_free_port", lambda: next(ports, None) or free())
+    monkeypatch.setattr(distributed, "GROUP_ATTEMPTS", 1)
+    try:
+        out = run_trial_group(task(processes=2, threads=1))
+    finally:
+        taken.close()
+    assert out.status == "completed", out.error
+    assert next(ports, None) is None  # the taken port was tried first

@@ -58,6 +58,9 @@ logger = logging.getLogger(__name__)
 
 #: Launches of a trial's group before the trial is failed (a lost process is retried once).
 GROUP_ATTEMPTS = 2
+#: Launches again, not counted as attempts, when the rendezvous port was taken between
+#: :func:`_free_port` choosing it and rank 0 binding it (two groups starting at once).
+PORT_RETRIES = 3
 
 
 def backend_for(device: str) -> str:
@@ -94,6 +97,11 @@ def run_trial_group(task: TrialTask) -> TrialOutcome:
     errors: list[str] = []
     for attempt in range(1, GROUP_ATTEMPTS + 1):
         outcome, error = _launch(task)
+        for _ in range(PORT_RETRIES):  # another process took the free port before rank 0 bound it
+            if outcome is not None or "EADDRINUSE" not in error:
+                break
+            logger.info("trial %d: its rendezvous port was taken; launching again on another", task.trial_id)
+            outcome, error = _launch(task)
         if outcome is not None:
             break
         errors.append(error)
