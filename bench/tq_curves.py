@@ -71,7 +71,7 @@ def rule_table(hparams: Path, grid: dict[str, Any]) -> dict[str, float]:
 
 def _rule_and_choice(hparams: Path) -> tuple[Any, Any]:
     """The ``fast`` preset's range rule and its choice on a kept tune's final sweep."""
-    from ignite_seg.config.hyperparameters import get_preset
+    from ignite_seg.config.presets import get_preset
     from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range
 
     sweep = np.load(hparams / "lr_vs_perf.npz")

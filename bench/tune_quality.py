@@ -146,7 +146,7 @@ def _facts(task: dict[str, Any]) -> dict[str, Any]:
 
 def _epochs(n_train: int) -> tuple[float, int]:
     """The schedule every preset chooses for this dataset (they share the schedule fields)."""
-    from ignite_seg.config.hyperparameters import get_preset
+    from ignite_seg.config.presets import get_preset
     from ignite_seg.tuning.schedule import choose_schedule
 
     p = get_preset("fast")
@@ -239,7 +239,7 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
 
     ``fresh_best``: the re-evaluated grid-best (``reeval``), for the regret without the winner's curse.
     """
-    from ignite_seg.config.hyperparameters import get_preset
+    from ignite_seg.config.presets import get_preset
     from ignite_seg.storage.run_folder import RunFolder
     from ignite_seg.tuning.tuner import tune
 
@@ -380,7 +380,7 @@ def part_stability(runner: Any, name: str, presets: list[str], seeds: int = 10) 
     range test's own spread. Also the gradient noise scale each seed measured (``misc.json``), which
     places the batch-size candidates.
     """
-    from ignite_seg.config.hyperparameters import get_preset
+    from ignite_seg.config.presets import get_preset
     from ignite_seg.storage.run_folder import RunFolder
     from ignite_seg.tuning.tuner import tune
 

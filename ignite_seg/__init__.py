@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING  # noqa: E402
 
 from .analysis import analyze  # noqa: E402
 from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings  # noqa: E402
-from .config.hyperparameters import PRESETS, FixedHyperparameters, HyperparameterSettings, get_preset  # noqa: E402
+from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings  # noqa: E402
+from .config.presets import PRESETS, get_preset  # noqa: E402
 from .exceptions import (  # noqa: E402
     AnalysisUnavailableError,
     ConfigError,

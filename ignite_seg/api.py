@@ -14,7 +14,8 @@ from tqdm.auto import tqdm
 
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.checks import check_best, check_bool, check_choice, check_device, check_int, check_trials
-from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings, resolve_hyperparameters
+from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
+from .config.presets import resolve_hyperparameters
 from .config.specs import LoaderSpec, normalize_spec, refers_to_main
 from .engine.probe import probe_recipe
 from .engine.scoring import ACCURACY_STYLES
@@ -45,14 +46,7 @@ from .runtime.workers import second_interrupt_exits, start_method
 from .storage.atomic import read_json, remove_stale_temporaries, write_json, write_npz
 from .storage.collate import Collator
 from .storage.folder_lock import FolderLock
-from .storage.run_folder import (
-    RunFolder,
-    archive_folder,
-    check_history_folder,
-    has_content,
-    resolve_folder_arg,
-    state,
-)
+from .storage.run_folder import RunFolder, archive_folder, check_history_folder, has_content, resolve_folder_arg, state
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
 

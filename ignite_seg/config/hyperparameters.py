@@ -1,12 +1,12 @@
 """Hyperparameter records: fixed recipes and the tuner's presets.
 
 ``FixedHyperparameters`` is a recipe the user already knows (no tuning). ``HyperparameterSettings``
-controls the tuner; the named presets live in :data:`PRESETS`.
+controls the tuner; the named presets live in :data:`ignite_seg.config.presets.PRESETS`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal
 
 from ..exceptions import ConfigError, ConfigTypeError
 from .checks import check_int
@@ -18,9 +18,7 @@ __all__ = [
     "SCHEDULES",
     "FixedHyperparameters",
     "HyperparameterSettings",
-    "PRESETS",
-    "get_preset",
-    "resolve_hyperparameters",
+    "check_loop_options",
 ]
 
 OptimizerName = Literal["sgd", "adamw"]
@@ -309,91 +307,3 @@ def _check_number(s: HyperparameterSettings, name: str, ok: Callable[[float], bo
 
 def _check_int(s: HyperparameterSettings, name: str, minimum: int) -> None:
     check_int(f"HyperparameterSettings.{name}", getattr(s, name), minimum)
-
-
-def _fastest() -> HyperparameterSettings:
-    """Three short sweeps from one initialisation, the range chosen on the training loss, the batch
-    size from the noise scale, no runs.
-
-    Its 3-epoch sweeps are too short for the held-out loss: there the range came out 25% lower on the
-    regression benchmark (val 0.867 vs 0.895), and per-repeat initialisations moved the noise scale
-    across a batch-grid boundary on one digits seed (bench/RESULTS.md, tuner session 2). A third
-    repeat (was 2) narrowed the spread of lr_end at a given batch size over 10 seeds (regression CV
-    25% -> 18%, digits 7% -> 4.5%; tuner session 3) for ~0.5 s more on a warm 2-core pool.
-    """
-    return HyperparameterSettings(lr_min_inits=3, lr_shared_init=True, lr_choose_on="train", lr_sweep_len=3.0,
-                                  lr_sweep_min_iters=150, batch_pts=0)
-
-
-def _fast() -> HyperparameterSettings:
-    """Four sweeps, three candidates halved twice, a rescan at the chosen batch size."""
-    return HyperparameterSettings(
-        lr_min_inits=4, lr_sweep_len=6.0, batch_pts=3, batch_rn_min_inits=1, batch_sweep_len=2.0,
-        rescan_lr_after_bs=True,
-    )
-
-
-def _slow() -> HyperparameterSettings:
-    """Four longer sweeps, four candidates with two repeats each, a rescan."""
-    return HyperparameterSettings(
-        lr_min_inits=4, lr_sweep_len=8.0, lr_sweep_min_iters=300, batch_pts=4, batch_rn_min_inits=2,
-        batch_sweep_len=2.0, rescan_lr_after_bs=True,
-    )
-
-
-def _slowest() -> HyperparameterSettings:
-    """Six long sweeps, five candidates with three repeats and longer runs, a rescan."""
-    return HyperparameterSettings(
-        lr_min_inits=6, lr_sweep_len=10.0, lr_sweep_min_iters=400, batch_pts=5, batch_rn_min_inits=3,
-        batch_sweep_len=3.0, rescan_lr_after_bs=True,
-    )
-
-
-#: Named presets, each a function returning a fresh ``HyperparameterSettings``.
-PRESETS: dict[str, Callable[[], HyperparameterSettings]] = {
-    "fastest": _fastest,
-    "fast": _fast,
-    "slow": _slow,
-    "slowest": _slowest,
-}
-
-
-def get_preset(name: str) -> HyperparameterSettings:
-    """Return the tuner preset called ``name`` (one of :data:`PRESETS`).
-
-    Raises:
-        ConfigError: ``name`` is not a preset; the message lists the valid names.
-
-    Example:
-        >>> get_preset("fastest").batch_pts
-        0
-    """
-    if not isinstance(name, str):
-        raise ConfigTypeError(f"a preset name must be a string, got {name!r} ({type(name).__name__}).")
-    try:
-        return PRESETS[name]()
-    except KeyError:
-        raise ConfigError(
-            f"hyperparameters={name!r} is not a preset; use one of {sorted(PRESETS)}, a "
-            "HyperparameterSettings or a FixedHyperparameters."
-        ) from None
-
-
-def resolve_hyperparameters(value: Any) -> HyperparameterSettings | FixedHyperparameters:
-    """Turn the ``hyperparameters`` argument of ``train()`` into a settings record."""
-    if isinstance(value, (HyperparameterSettings, FixedHyperparameters)):
-        return value
-    if isinstance(value, str):
-        return get_preset(value)
-    if isinstance(value, Mapping):
-        try:
-            return FixedHyperparameters(**value)
-        except TypeError as exc:
-            raise ConfigTypeError(
-                f"hyperparameters={dict(value)!r} is not a valid fixed recipe ({exc}); pass "
-                "lr_start, lr_end, batch_size, cycle_size_epochs and epochs."
-            ) from None
-    raise ConfigTypeError(
-        f"hyperparameters must be a preset name ({', '.join(sorted(PRESETS))}), a "
-        f"HyperparameterSettings or a FixedHyperparameters, got {value!r} ({type(value).__name__})."
-    )

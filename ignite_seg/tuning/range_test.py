@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 
 from ..config.checks import check_int
-from ..config.hyperparameters import get_preset
+from ..config.presets import get_preset
 from ..exceptions import ConfigError, ConfigTypeError
 from .lr_range import LRRangeChoice, RangeRule, choose_lr_range, geometric_lrs
 from .noise_scale import pooled_noise_scale
