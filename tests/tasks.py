@@ -62,6 +62,11 @@ class ListDataset(Dataset):
         return self.items[i]
 
 
+def regression_flat(n_train: int = 96, n_val: int = 48, n_in: int = 4, seed: int = 0):
+    """:func:`regression` with targets of shape (N,): against a (N, 1) output an elementwise loss broadcasts."""
+    return tuple(TensorDataset(ds.tensors[0], ds.tensors[1][:, 0]) for ds in regression(n_train, n_val, n_in, seed))
+
+
 def blobs_list(**kw):
     tr, va = blobs(**kw)
     return ListDataset([(x, int(y)) for x, y in tr]), ListDataset([(x, int(y)) for x, y in va])

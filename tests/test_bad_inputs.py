@@ -10,6 +10,7 @@ import threading
 
 import pytest
 from helpers import CE, FAST_HP
+from tasks import blobs, mlp
 
 import ignite_seg
 from ignite_seg import ConfigError, ConfigTypeError, FolderError
@@ -40,7 +41,9 @@ def T(name, *args, **kwargs):
 
 CATALOGUE = [
     # loader specs
-    Case("loader-int", "model_loader is a number", {"model_loader": 42}, ConfigTypeError, "model_loader must be a loader tuple"),
+    Case("loader-int", "model_loader is a number", {"model_loader": 42}, ConfigTypeError, "model_loader must be a loader: a 4-tuple"),
+    Case("loader-built-model", "a built model instead of its loader", {"model_loader": mlp()}, ConfigTypeError, "model_loader is a built Sequential.*not the result of calling it"),
+    Case("loader-datasets", "the datasets instead of their loader", {"dataset_loader": blobs()}, ConfigTypeError, r"tuple of 2 item\(s\) \(TensorDataset, TensorDataset\).*pass a function that returns them"),
     Case("loader-3-tuple", "loader tuple of 3 items", {"model_loader": ("tasks", "mlp", ())}, ConfigTypeError, "4-tuple"),
     Case("loader-module-type", "module is not a string", {"dataset_loader": (3, "blobs", (), {})}, ConfigTypeError, r"dataset_loader\[0\]"),
     Case("loader-attr-type", "attrname is not a string", {"loss_loader": ("torch.nn", None, (), {})}, ConfigTypeError, r"loss_loader\[1\]"),
@@ -75,14 +78,15 @@ CATALOGUE = [
     Case("loss-not-callable", "loss loader returns 3", {"loss_loader": T("three")}, ConfigError, "not callable"),
     Case("loss-not-scalar", "loss with reduction='none'", {"loss_loader": ("torch.nn", "CrossEntropyLoss", (), {"reduction": "none"})}, ConfigError, "scalar tensor"),
     Case("loss-fails", "loss that fails on the output", {"loss_loader": ("torch.nn", "MSELoss", (), {})}, ConfigError, "fails on model output of shape"),
+    Case("loss-broadcasts", "(N, 1) outputs, (N,) targets, MSELoss", {"dataset_loader": T("regression_flat"), "model_loader": T("linear"), "loss_loader": ("torch.nn", "MSELoss", (), {}), "accuracy_style": "inv-loss"}, ConfigError, r"broadcast to \(2, 2\).*model\(x\).squeeze\(-1\)"),
     # settings
-    Case("preset-unknown", "unknown tuner preset", {"hyperparameters": "fastt"}, ConfigError, "not a preset.*fastest"),
+    Case("preset-unknown", "unknown tuner preset", {"hyperparameters": "fastt"}, ConfigError, "not a preset \\(did you mean 'fast'\\?\\).*fastest"),
     Case("preset-type", "hyperparameters is a number", {"hyperparameters": 3}, ConfigTypeError, "hyperparameters must be"),
     Case("fixed-dict-missing", "fixed recipe dict missing keys", {"hyperparameters": {"lr_start": 0.1}}, ConfigTypeError, "not a valid fixed recipe"),
     Case("fixed-dict-negative", "fixed recipe with a negative lr", {"hyperparameters": {**FAST_HP.to_dict(), "lr_start": -1.0}}, ConfigError, "positive learning rates"),
     Case("fixed-dict-batch-zero", "fixed recipe with batch_size=0", {"hyperparameters": {**FAST_HP.to_dict(), "batch_size": 0}}, ConfigError, "batch_size must be >= 1"),
     Case("fixed-dict-epochs-float", "fixed recipe with epochs=2.5", {"hyperparameters": {**FAST_HP.to_dict(), "epochs": 2.5}}, ConfigTypeError, "epochs must be an int"),
-    Case("analysis-unknown", "unknown analysis preset", {"analysis": "imagez"}, ConfigError, "not an analysis preset"),
+    Case("analysis-unknown", "unknown analysis preset", {"analysis": "imagez"}, ConfigError, "not an analysis preset \\(did you mean 'images'\\?\\)"),
     Case("analysis-type", "analysis is True", {"analysis": True}, ConfigTypeError, "analysis must be a preset name"),
     Case("later-analysis-unknown", "unknown allow_later_analysis_up_to", {"allow_later_analysis_up_to": "movies"}, ConfigError, "allow_later_analysis_up_to='movies'"),
     Case("style-unknown", "unknown accuracy_style", {"accuracy_style": "accuracy"}, ConfigError, "accuracy_style='accuracy' is not valid"),

@@ -1,6 +1,7 @@
 """Analysis presets: each a strict superset of the previous one."""
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -101,7 +102,9 @@ def resolve_analysis(value: Any, argname: str = "analysis") -> AnalysisSettings:
         name = ALIASES.get(value, value)
         if name in ANALYSIS_PRESETS:
             return ANALYSIS_PRESETS[name]()
-        raise ConfigError(f"{argname}={value!r} is not an analysis preset; use one of {list(LEVELS)}.")
+        close = [ALIASES.get(c, c) for c in difflib.get_close_matches(value, [*LEVELS, *ALIASES], n=1)]
+        raise ConfigError(f"{argname}={value!r} is not an analysis preset"
+                          f"{f' (did you mean {close[0]!r}?)' if close else ''}; use one of {list(LEVELS)}.")
     raise ConfigTypeError(
         f"{argname} must be a preset name ({', '.join(LEVELS)}) or an AnalysisSettings, got "
         f"{value!r} ({type(value).__name__})."

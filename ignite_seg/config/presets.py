@@ -5,6 +5,7 @@ with ``dataclasses.replace(get_preset("fast"), field=...)``.
 """
 from __future__ import annotations
 
+import difflib
 from typing import Any, Callable, Mapping
 
 from ..exceptions import ConfigError, ConfigTypeError
@@ -75,9 +76,10 @@ def get_preset(name: str) -> HyperparameterSettings:
     try:
         return PRESETS[name]()
     except KeyError:
+        close = difflib.get_close_matches(name, PRESETS, n=1)
         raise ConfigError(
-            f"hyperparameters={name!r} is not a preset; use one of {sorted(PRESETS)}, a "
-            "HyperparameterSettings or a FixedHyperparameters."
+            f"hyperparameters={name!r} is not a preset{f' (did you mean {close[0]!r}?)' if close else ''}; use "
+            f"one of {sorted(PRESETS)}, a HyperparameterSettings or a FixedHyperparameters."
         ) from None
 
 

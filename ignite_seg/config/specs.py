@@ -23,7 +23,13 @@ from ..exceptions import ConfigError, ConfigTypeError
 
 __all__ = ["LoaderSpec", "normalize_spec", "resolve_main_module", "refers_to_main"]
 
-_FORM = "(module, attrname, args, kwargs), e.g. ('torch.nn', 'CrossEntropyLoss', (), {})"
+_FORM = "(module, attrname, args, kwargs)"
+#: An example of each loader argument, in the messages that say how to write one.
+_EXAMPLES = {
+    "model_loader": "('mytask', 'model', (), {}) or mytask.model",
+    "dataset_loader": "('mytask', 'dataset', (), {}) or mytask.dataset",
+    "loss_loader": "('torch.nn', 'CrossEntropyLoss', (), {}) or torch.nn.CrossEntropyLoss",
+}
 
 #: Longest ``describe`` recorded in run.json (a summary for people; the fingerprint compares).
 DESCRIBE_MAX = 300
@@ -237,20 +243,50 @@ def normalize_spec(value: Any, argname: str) -> LoaderSpec:
     """
     if isinstance(value, LoaderSpec):
         return value
+    example = _EXAMPLES.get(argname, _EXAMPLES["model_loader"])
+    if _is_built_module(value):
+        raise ConfigTypeError(
+            f"{argname} is a built {type(value).__name__} (a torch.nn.Module instance); pass what builds it: "
+            f"the function or class itself, not the result of calling it, e.g. {example}. Trials build "
+            "their own in worker processes."
+        )
     if isinstance(value, (tuple, list)):
+        if not any(isinstance(v, str) for v in value):  # not meant as (module, attrname, ...): objects
+            raise ConfigTypeError(
+                f"{argname} must be a loader: a 4-tuple {_FORM} or a picklable callable, e.g. {example}; got "
+                f"{_summary(value)}." + (" To hand over datasets, pass a function that returns them, e.g. "
+                                         "def dataset(): return train_set, val_set" if argname == "dataset_loader"
+                                         else "")
+            )
         return _from_tuple(value, argname)
     if callable(value):
         return _from_callable(value, argname)
     raise ConfigTypeError(
-        f"{argname} must be a loader tuple {_FORM} or a picklable callable, got {value!r} "
-        f"({type(value).__name__})."
+        f"{argname} must be a loader: a 4-tuple {_FORM} or a picklable callable, e.g. {example}; got "
+        f"{_summary(value)}" + (" (for datasets, pass a function that returns (train_set, val_set))."
+                                if argname == "dataset_loader" else ".")
     )
+
+
+def _is_built_module(value: Any) -> bool:
+    """Whether ``value`` is a ``torch.nn.Module`` instance (without importing torch here)."""
+    return any(c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module" for c in type(value).__mro__)
+
+
+def _summary(value: Any) -> str:
+    """A short description of a bad loader argument: its type, and the types inside a tuple."""
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(type(v).__name__ for v in value[:6]) + (", ..." if len(value) > 6 else "")
+        return f"a {type(value).__name__} of {len(value)} item(s) ({inner})"
+    text = repr(value)
+    return f"{text if len(text) <= 80 else text[:77] + '...'} ({type(value).__name__})"
 
 
 def _from_tuple(value: tuple[Any, ...] | list[Any], argname: str) -> LoaderSpec:
     if len(value) != 4:
         raise ConfigTypeError(
-            f"{argname} must be a 4-tuple {_FORM}, got {len(value)} items: {tuple(value)!r}."
+            f"{argname} must be a 4-tuple {_FORM}, e.g. {_EXAMPLES.get(argname, _EXAMPLES['model_loader'])}; got "
+            f"{len(value)} items: {tuple(value)!r}."
         )
     module, attr, args, kwargs = value
     if not isinstance(module, str) or not module:

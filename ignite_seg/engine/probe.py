@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
+import warnings
 from typing import Any
 
 import torch
@@ -122,7 +123,9 @@ def probe_recipe(
             _check_style(accuracy_style, out, y, ignore_index)
             _check_all_targets(accuracy_style, data, out.shape[1] if out.ndim > 1 else 0, ignore_index)
             try:
-                loss = loss_fn(out, y)
+                loss = _loss_without_broadcast(loss_fn, out, y, loss_spec)
+            except ConfigError:
+                raise
             except Exception as exc:
                 raise ConfigError(
                     f"loss_loader={loss_spec.describe()} fails on model output of shape "
@@ -170,6 +173,33 @@ def _shapes(obj: Any) -> str:
         return f"{type(obj).__name__}(" + ", ".join(
             f"{f.name}={_shapes(getattr(obj, f.name))}" for f in dataclasses.fields(obj)) + ")"
     return type(obj).__name__
+
+
+def _loss_without_broadcast(loss_fn: Any, out: torch.Tensor, y: Any, loss_spec: LoaderSpec) -> Any:
+    """``loss_fn(out, y)``, refused where output and target shapes broadcast to a larger one: an
+    elementwise loss of ``(N, 1)`` outputs against ``(N,)`` targets is a mean over an N x N matrix,
+    which trains (badly) without an error. torch's own warning about it is caught and made an error."""
+    bigger = None
+    if isinstance(y, torch.Tensor) and tuple(y.shape) != tuple(out.shape):
+        try:
+            shape = tuple(torch.broadcast_shapes(out.shape, y.shape))
+            bigger = shape if shape not in (tuple(out.shape), tuple(y.shape)) else None
+        except RuntimeError:
+            pass  # shapes that do not broadcast: the loss itself fails or handles them
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = loss_fn(out, y)
+    said = [str(w.message) for w in caught if "broadcast" in str(w.message)]
+    if bigger is not None or said:
+        fix = ("return (N,) outputs (e.g. model(x).squeeze(-1)) or give targets the output's shape (y.unsqueeze(-1))"
+               if out.ndim == y.ndim + 1 and out.shape[-1] == 1 else "give outputs and targets the same shape")
+        raise ConfigError(
+            f"loss_loader={loss_spec.describe()}: model output of shape {tuple(out.shape)} and targets of shape "
+            f"{_shapes(y)} broadcast {'to ' + str(bigger) if bigger else 'against each other'}, so the loss is "
+            f"taken over every output-target pair, not per item{f' (torch: {said[0]})' if said else ''}. "
+            f"Fix the shapes: {fix}."
+        )
+    return loss
 
 
 def _check_style(style: str, out: torch.Tensor, y: Any, ignore_index: int | None = None) -> None:
