@@ -55,6 +55,9 @@ class ThroughTimeInfo(NamedTuple):
     more_val: tuple[SetCurves, ...] = ()
     #: Each trial's best checkpoint (``train(best_metric=...)``), marked on the loss or perf panel.
     best: BestMarks | None = None
+    #: The early stops the trials recorded (``result.json``; the summary counts the same); ``None``: read
+    #: them off the curves (a trial whose curves end before the last point; misses the one that ends last)
+    recorded_stops: tuple[tuple[int, float], ...] | None = None
 
     @property
     def counts(self) -> np.ndarray:
@@ -63,7 +66,9 @@ class ThroughTimeInfo(NamedTuple):
 
     @property
     def stops(self) -> tuple[tuple[int, float], ...]:
-        """``(trial id, epoch of its last point)`` of each trial whose curves end before the last epoch."""
+        """``(trial id, epoch)`` of each trial stopped early: as recorded, else where its curves end early."""
+        if self.recorded_stops is not None:
+            return self.recorded_stops
         return trial_stops(self.epochs, self.trial_ids, self.loss_train, self.loss_val, self.perf_train, self.perf_val)
 
 
@@ -96,11 +101,13 @@ def curve_set(tt: Mapping[str, np.ndarray], key: str) -> CurveSet:
 
 
 def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classification",
-                     keys: ResultKeys | None = None, best: BestMarks | None = None) -> ThroughTimeInfo | None:
+                     keys: ResultKeys | None = None, best: BestMarks | None = None,
+                     stops: tuple[tuple[int, float], ...] | None = None) -> ThroughTimeInfo | None:
     """Curves of every completed trial with their mean ± 95% band; ``None`` without completed trials.
 
     ``keys``: the run's validation sets (default: one, ``val``); those without curves are left out.
     ``best``: the trials' best checkpoints (marked when chosen by ``loss`` or ``perf``).
+    ``stops``: the early stops the trials recorded (None: read off the curves).
     """
     epochs = np.asarray(tt.get("epochs", np.zeros(0)), dtype=np.float64)
     ids = np.asarray(tt.get("trial_ids", np.zeros(0)), dtype=np.int64)
@@ -111,7 +118,7 @@ def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classi
                  for s in keys.val_splits[1:] if f"losses_{s}" in tt and f"perfs_{s}" in tt)
     cs = functools.partial(curve_set, tt)
     return ThroughTimeInfo(epochs, ids, cs("losses_train"), cs("losses_val"), cs("perfs_train"), cs("perfs_val"),
-                           PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more, best)
+                           PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more, best, stops)
 
 
 def _upto(cset: CurveSet, upto: int | None) -> CurveSet:

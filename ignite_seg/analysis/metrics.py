@@ -31,20 +31,26 @@ class MetricsInfo(NamedTuple):
     metrics: tuple[MetricCurves, ...]
     #: Each trial's best checkpoint, marked on its metric's panel when chosen by a custom metric.
     best: BestMarks | None = None
+    #: The early stops the trials recorded (as :attr:`.ThroughTimeInfo.recorded_stops`)
+    recorded_stops: tuple[tuple[int, float], ...] | None = None
 
     def counts(self, metric: MetricCurves) -> np.ndarray:
         """The trials with a finite value of ``metric`` at each point (fewer after early stops)."""
         return trial_counts(*(c for _, c in metric.splits))
 
     def stops(self, metric: MetricCurves) -> tuple[tuple[int, float], ...]:
-        """``(trial id, epoch of its last point)`` of each trial whose ``metric`` curves end early."""
+        """``(trial id, epoch)`` of each trial stopped early: as recorded, else where its ``metric`` curves end early."""
+        if self.recorded_stops is not None:
+            return self.recorded_stops
         return trial_stops(self.epochs, self.trial_ids, *(c for _, c in metric.splits))
 
 
-def metrics_info(tt: Mapping[str, np.ndarray], keys: ResultKeys, best: BestMarks | None = None) -> MetricsInfo | None:
+def metrics_info(tt: Mapping[str, np.ndarray], keys: ResultKeys, best: BestMarks | None = None,
+                 stops: tuple[tuple[int, float], ...] | None = None) -> MetricsInfo | None:
     """Every custom metric's curves on every split the run recorded; ``None`` without trials or metrics.
 
-    ``best``: the trials' best checkpoints (marked when chosen by one of the custom metrics)."""
+    ``best``: the trials' best checkpoints (marked when chosen by one of the custom metrics); ``stops``:
+    the early stops the trials recorded (None: read off the curves)."""
     epochs = np.asarray(tt.get("epochs", np.zeros(0)), dtype=np.float64)
     ids = np.asarray(tt.get("trial_ids", np.zeros(0)), dtype=np.int64)
     if epochs.size == 0 or ids.size == 0:
@@ -55,7 +61,7 @@ def metrics_info(tt: Mapping[str, np.ndarray], keys: ResultKeys, best: BestMarks
                        if f"metric_{m}_{s}" in tt)
         if splits:
             metrics.append(MetricCurves(m, keys.mode(m), splits))
-    return MetricsInfo(epochs, ids, tuple(metrics), best) if metrics else None
+    return MetricsInfo(epochs, ids, tuple(metrics), best, stops) if metrics else None
 
 
 def _draw_metric(ax: Axes, info: MetricsInfo, metric: MetricCurves) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Hashable, TypeVar, cast
+from typing import Any, Hashable, Mapping, TypeVar, cast
 
 import numpy as np
 
@@ -152,12 +152,18 @@ def throughtime_of(folder: str) -> ThroughTimeInfo | None:
     if tt is None:
         return None
     return throughtime_info(tt, str(run_of(folder).get("accuracy_style", "classification")), keys_of(folder),
-                            best_marks_of(folder))
+                            best_marks_of(folder), _completed_stops(folder, tt))
 
 
 def metrics_of(folder: str) -> MetricsInfo | None:
     tt = _npz(str(_rf(folder).throughtimes))
-    return metrics_info(tt, keys_of(folder), best_marks_of(folder)) if tt is not None else None
+    return metrics_info(tt, keys_of(folder), best_marks_of(folder), _completed_stops(folder, tt)) if tt is not None else None
+
+
+def _completed_stops(folder: str, tt: Mapping[str, np.ndarray]) -> tuple[tuple[int, float], ...]:
+    """The early stops recorded by the trials the figures draw (the summary's count, one source for both)."""
+    drawn = {int(t) for t in np.asarray(tt.get("trial_ids", ()))}
+    return tuple((tid, epoch) for tid, epoch in outcomes_of(folder).stops if tid in drawn)
 
 
 def counts_of(folder: str) -> dict[str, int]:

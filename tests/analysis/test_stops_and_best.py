@@ -136,6 +136,26 @@ def test_throughtime_counts_the_finite_trials_and_draws_no_band_from_one():
     assert "val: min–max of 2→1 trials" in _legend(fig)
 
 
+def test_figures_count_the_recorded_stops_as_the_summary_does():
+    """Every trial stopped early: the one that stopped last ends at the curves' last point, so the curves
+    alone show one stop fewer. With the stops the trials recorded, title, caption and summary agree."""
+    tt = _tt(2)  # trial 1 ends after point 3; trial 0 runs to the last point but was stopped there too
+    recorded = ((0, 2.5), (1, 1.5))
+    assert throughtime_info(tt).stops == ((1, 1.5),)  # read off the curves: one
+    info = throughtime_info(tt, stops=recorded)
+    assert info.stops == recorded
+    fig = plot_throughtime(info)
+    assert "N=2→1 completed trials, 2 stopped early" in fig.get_suptitle()
+    assert "where 2 of 2 trials stopped early" in throughtime_caption(info)
+    records = [_rec(0, stopped=2.5), _rec(1, stopped=1.5)]
+    assert outcomes_info({}, records).stops == recorded
+    decisions = render_markdown(summary_info(RUN, {}, RESULTS, records))
+    assert "2 of 2 completed trials stopped early" in decisions
+    metrics = metrics_info(tt, ResultKeys(metric_names=("iou",), metric_modes={"iou": "max"}), stops=recorded)
+    assert metrics.stops(metrics.metrics[0]) == recorded
+    assert "where 2 of 2 trials stopped early" in metrics_caption(metrics)
+
+
 def test_best_checkpoints_are_marked_on_the_panel_of_their_metric():
     o = Outcomes((0, 1, 2), "loss", "min", (TrialBest(0, 2.0, 0.2), TrialBest(1, 1.0, 0.35), TrialBest(2, 0.5, 0.3)))
     fig = plot_throughtime(throughtime_info(_tt(3), best=best_marks(o, "val loss")))
