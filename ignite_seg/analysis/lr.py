@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
-from ..engine.schedules import simulate_lrs
 from ..storage.schemas import LRSweepFile
 from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure
 from .stats import Band, mean_band
@@ -200,6 +199,8 @@ def _simulated_schedule(h: Any, points_per_epoch: int) -> ScheduleInfo:
     optimizer, ``points_per_epoch`` steps per epoch (the run's batches per epoch are not recorded)."""
     fields = {"batch_size": 1, **vars(h)}
     hp = h if isinstance(h, FixedHyperparameters) else FixedHyperparameters.from_dict(fields)
+    from ..engine.schedules import simulate_lrs  # torch and ignite: only a non-triangular schedule needs them
+
     lrs = simulate_lrs(hp, points_per_epoch)
     epochs = np.arange(lrs.size) / points_per_epoch
     return ScheduleInfo(epochs, lrs, hp.lr_start, hp.lr_end, hp.cycle_size_epochs, float(hp.epochs), hp.schedule,

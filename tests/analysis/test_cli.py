@@ -110,6 +110,21 @@ def test_reanalysis_skips_redoes_changed_inputs_and_force(tiny_run: Path):
     assert all(third[k] != second[k] for k in ("throughtime.png", "final_perf.png", "summary.md", "hidden_pca.png"))
 
 
+def test_a_reanalysis_with_nothing_to_do_imports_neither_torch_nor_matplotlib(tiny_run: Path):
+    """Every product up to date: the command reads the folder and its manifest, and no heavy package."""
+    assert main([str(tiny_run), "--analysis", "images"]) == 0
+    before = _mtimes(tiny_run)
+    code = ("import sys, runpy; sys.argv = ['reanalyze', sys.argv[1], '--analysis', 'images']\n"
+            "try:\n    runpy.run_module('ignite_seg.reanalyze', run_name='__main__')\n"
+            "except SystemExit as e:\n    print('exit', e.code)\n"
+            "print('heavy', sorted(m for m in ('torch', 'matplotlib', 'ignite') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    out = subprocess.run([sys.executable, "-c", code, str(tiny_run)], capture_output=True, text=True, env=env,
+                         timeout=120).stdout
+    assert "exit 0" in out and "heavy []" in out, out
+    assert _mtimes(tiny_run) == before
+
+
 def test_presets_are_supersets_and_tuning_figures_follow_the_files(tiny_run: Path):
     ignite_seg.analyze(tiny_run, analysis="text")
     assert {p.name for p in (tiny_run / "analysis").iterdir()} == {"summary.md", "summary.json", "index.html",
