@@ -186,8 +186,9 @@ def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
 def _check_same_loader(name: str, spec: LoaderSpec, old: Mapping[str, Any]) -> None:
     if "fingerprint" in old:  # folders of ignite_seg <= 0.1 recorded the describe() only
         same = old["fingerprint"] == spec.fingerprint()
-    else:
-        same = old.get("describe") == spec.describe()
+    else:  # written as target(*args, **kwargs) then
+        legacy = f"{spec.describe().split('(', 1)[0]}(*{spec.args!r}, **{dict(spec.kwargs)!r})"
+        same = old.get("describe") in (spec.describe(), legacy)
     if not same:
         raise ConfigError(
             f"is_continuation=True: {name}_loader is {spec.describe(200)} but the folder's run used "

@@ -164,3 +164,23 @@ def test_fingerprint_sees_every_element_and_run_json_stays_small():
     big = LoaderSpec(module="tasks", attr="blobs", args=(np.zeros(2_600_000),))  # 20 MB
     assert len(json.dumps(big.to_json())) < 2000
     assert big.to_json()["fingerprint"] != spec_a.to_json()["fingerprint"]
+
+
+def test_a_recipe_is_described_as_its_call_is_written():
+    from ignite_seg.config.specs import normalize_spec
+
+    assert normalize_spec(("tasks", "mlp", (), {}), "model_loader").describe() == "tasks.mlp()"
+    assert normalize_spec(("tasks", "mlp", (8,), {"n_out": 3}), "model_loader").describe() == "tasks.mlp(8, n_out=3)"
+    assert normalize_spec(("torch.nn", "MSELoss", (), {"reduction": "sum"}), "loss_loader").describe() == \
+        "torch.nn.MSELoss(reduction='sum')"
+
+
+def test_a_folder_of_ignite_seg_0_1_recorded_its_recipes_in_the_old_form_and_still_continues():
+    from ignite_seg import ConfigError
+    from ignite_seg.config.specs import normalize_spec
+    from ignite_seg.run_plan import _check_same_loader
+
+    spec = normalize_spec(("tasks", "mlp", (8,), {"n_out": 3}), "model_loader")
+    _check_same_loader("model", spec, {"describe": "tasks.mlp(*(8,), **{'n_out': 3})"})  # no fingerprint then
+    with pytest.raises(ConfigError, match="another recipe"):
+        _check_same_loader("model", spec, {"describe": "tasks.mlp(*(8,), **{'n_out': 4})"})

@@ -77,7 +77,8 @@ class LoaderSpec:
     def describe(self, limit: int | None = None) -> str:
         """A readable summary; cut to ``limit`` characters (with ``...``) when given."""
         target = f"{self.module}.{self.attr}" if self.fn is None else _qualified_name(self.fn)
-        text = f"{target}(*{self.args!r}, **{dict(self.kwargs)!r})"
+        arguments = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        text = f"{target}({', '.join(arguments)})"  # as the call is written: digits.model(), mlp(8, n_out=3)
         return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
     def fingerprint(self) -> str:
