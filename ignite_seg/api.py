@@ -312,7 +312,8 @@ def _run_trials(
         )
         for t in todo
     ]
-    logger.info("running %d trial(s), %d at a time", len(tasks), cfg.trials_at_once)
+    if tasks:  # none: tuning only (tune(), trials=0), or every planned trial finished before
+        logger.info("running %d trial(s), %d at a time", len(tasks), cfg.trials_at_once)
     with tqdm(total=len(tasks), desc="trials", unit="trial", mininterval=0.5) as bar:
         for item in runner.map_unordered(trial_function(cfg.trial_processes), tasks, key=lambda task: task.trial_id,
                                          timeout=cfg.trial_timeout, at_once=cfg.trials_at_once):
@@ -335,8 +336,8 @@ def _collate(rf: RunFolder, cfg: RunConfig, collator: Collator, run_info: dict[s
     # "collated": trials and collation done, the analysis not yet (a crash there is resumed too)
     run_info["state"] = state("collated" if cfg.analysis.level > 0 else "complete")
     rf.write_run(run_info)
-    logger.info("%d completed trial(s) collated into %s and %s", len(collator), rf.results, rf.throughtimes)
     if len(collator):
+        logger.info("%d completed trial(s) collated into %s and %s", len(collator), rf.results, rf.throughtimes)
         logger.info("final val perf: mean %.4f, best %.4f", results["final_perf_val"].mean(),
                     results["final_perf_val"].max())
 

@@ -293,6 +293,9 @@ def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | Non
                     sum(t in unfinished or not rf.trial(t).is_dir() for t in plan), len(plan))
     else:
         n = cfg.trials if cfg.trials_strict or cfg.trials == 0 else -(-cfg.trials // capacity) * capacity
+        if n != cfg.trials:
+            logger.info("trials=%d rounded up to %d, a multiple of the %d trials that run at once (trials_strict=False "
+                        "fills idle workers; trials_strict=True runs exactly %d)", cfg.trials, n, capacity, cfg.trials)
         start = max(rf.trial_ids(), default=-1) + 1
         plan = list(range(start, start + n))
     resumable = sorted(t for t in unfinished if (rf.trial(t) / CHECKPOINT_NAME).is_file())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -21,11 +22,13 @@ def _load(path):
         return {k: z[k] for k in z.files}
 
 
-def test_end_to_end_two_workers_layout_and_shapes(run_kwargs):
-    res = ignite_seg.train(MLP, BLOBS, CE, **{**run_kwargs, "trials": 3})
+def test_end_to_end_two_workers_layout_and_shapes(run_kwargs, caplog):
+    with caplog.at_level(logging.INFO, logger="ignite_seg"):
+        res = ignite_seg.train(MLP, BLOBS, CE, **{**run_kwargs, "trials": 3})
     folder = run_kwargs["folder"]
-    # trials_strict=False fills the 2 workers: 3 -> 4 trials
+    # trials_strict=False fills the 2 workers: 3 -> 4 trials, and the log says why
     assert [t.trial_id for t in res.trials] == [0, 1, 2, 3]
+    assert "trials=3 rounded up to 4, a multiple of the 2 trials that run at once" in caplog.text
     assert all(t.status == "completed" for t in res.trials)
     assert min(t.perf_val for t in res.trials) > 0.9  # blobs are easy
     run = json.loads((folder / "run.json").read_text())

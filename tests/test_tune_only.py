@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 import torch
@@ -25,10 +26,12 @@ def _divergence_bound() -> float:
     return 2.0 / float(torch.linalg.eigvalsh(2.0 / N_TRAIN * x.T @ x).max())
 
 
-def test_tune_returns_the_recipe_and_its_evidence_with_a_range_below_the_divergence_bound(tmp_path):
+def test_tune_returns_the_recipe_and_its_evidence_with_a_range_below_the_divergence_bound(tmp_path, caplog):
     folder = tmp_path / "tuned"
-    res = ignite_seg.tune(LINEAR, REGRESSION, MSE, folder=folder, hyperparameters="fastest",
-                          accuracy_style="inv-loss", cores=2, seed=0)
+    with caplog.at_level(logging.INFO, logger="ignite_seg"):
+        res = ignite_seg.tune(LINEAR, REGRESSION, MSE, folder=folder, hyperparameters="fastest",
+                              accuracy_style="inv-loss", cores=2, seed=0)
+    assert "trial(s)" not in caplog.text  # no "running 0 trial(s)", no "0 completed trial(s) collated"
     bound = _divergence_bound()
     lo, hi = res.lr_range
     assert bound / 10 < hi < bound and lo < hi
