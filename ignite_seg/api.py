@@ -31,6 +31,7 @@ from .run_plan import (
     check_same_metrics,
     check_trial_processes,
     checkpoint_plan,
+    failure_recorded,
     log_trial,
     plan_trials,
     run_record,
@@ -187,7 +188,8 @@ def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
             run_info = run_record(cfg, previous, facts["val_names"])
             rf.write_run(run_info)
             with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
-                hp = _hyperparameters(rf, runner, cfg, facts)
+                with failure_recorded(rf, run_info, "tuning"):
+                    hp = _hyperparameters(rf, runner, cfg, facts)
                 run_info["planned_trials"] = plan_trials(rf, cfg, previous, cfg.trials_at_once)
                 rf.write_run(run_info)  # the plan is on disk before any trial runs
                 finished, collator = _run_trials(rf, runner, cfg, hp, run_info["planned_trials"])

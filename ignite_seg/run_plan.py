@@ -6,6 +6,7 @@ writes) the folder a continuation reuses and refuses a mismatch; :func:`run_reco
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import logging
@@ -15,7 +16,7 @@ import uuid
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -25,14 +26,14 @@ from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import DESCRIBE_MAX, LoaderSpec, normalize_spec
 from .engine.checkpoints import CheckpointPlan, folder_visible, log_checkpoint_report
 from .engine.scoring import AccuracyStyle
-from .exceptions import ConfigError, ConfigTypeError, FolderError
+from .exceptions import ConfigError, ConfigTypeError, FolderError, TuningError
 from .runtime.tasks import TaskRunner
 from .storage.atomic import read_json
 from .storage.result_keys import ResultKeys
 from .storage.run_folder import CHECKPOINT_NAME, RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
 
 __all__ = [
-    "RunConfig", "RunState", "RUN_STATES", "check_continuation", "settle", "run_record", "plan_trials", "TrainResult",
+    "RunConfig", "RunState", "RUN_STATES", "check_continuation", "failure_recorded", "settle", "run_record", "plan_trials", "TrainResult",
     "TrialSummary", "train_result", "check_metrics", "check_same_metrics", "check_handlers", "check_checkpoint_every",
     "check_trial_processes", "trial_function", "log_trial",
     "checkpoint_plan",
@@ -242,6 +243,7 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
     names and directions for the collation and the analysis (:class:`~ignite_seg.storage.result_keys.ResultKeys`).
     """
     info: dict[str, Any] = dict(previous or {})
+    info.pop("error", None)  # a failure of an earlier call is not this call's
     info.update(
         {
             "format": 1,
@@ -273,6 +275,18 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
         info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
     info["state"] = state("running")
     return info
+
+
+@contextlib.contextmanager
+def failure_recorded(rf: RunFolder, run_info: dict[str, Any], stage: str) -> Iterator[None]:
+    """A :class:`TuningError` in ``stage`` recorded in ``run.json`` (state ``failed``, the error) before it
+    reaches the caller: the folder says what failed, and ``reanalyze`` what to change, not "unfinished"."""
+    try:
+        yield
+    except TuningError as exc:
+        run_info.update(state=state("failed"), error={"stage": stage, "type": type(exc).__name__, "message": str(exc)})
+        rf.write_run(run_info)
+        raise
 
 
 def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | None, capacity: int) -> list[int]:

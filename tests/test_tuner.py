@@ -196,6 +196,26 @@ def test_nan_from_the_start_is_a_clear_tuning_error_and_leaves_no_final(runner, 
     assert strict_json(rf.hparams / "misc.json")["state"] == "running"
 
 
+def test_a_failed_tune_is_recorded_in_the_folder_and_reanalyze_says_what_failed(tmp_path, caplog):
+    """train() whose tune fails: run.json says failed with the error (not "running"), and reanalyze
+    says what failed and what to change instead of advising to continue the same run."""
+    from ignite_seg.reanalyze import main
+
+    folder = tmp_path / "current"
+    with pytest.raises(TuningError, match="not finite even at the sweep's first"):
+        ignite_seg.train(("tuner_tasks", "NaNOut", (), {}), BLOBS, CE, folder=folder,
+                         hyperparameters=dataclasses.replace(SMALL, lr_min_inits=1), analysis="none", trials=1,
+                         cores=2, seed=0)
+    run = strict_json(folder / "run.json")
+    assert run["state"] == "failed"
+    assert run["error"]["stage"] == "tuning" and run["error"]["type"] == "TuningError"
+    assert "not finite even at the sweep's first" in run["error"]["message"]
+    assert main([str(folder), "--analysis", "text"]) == 2
+    said = caplog.text
+    assert "failed while tuning (TuningError): the loss is not finite" in said and "Change what the error says" in said
+    assert "finish it with" not in said
+
+
 def test_bad_presets_and_settings_raise_with_the_fix():
     with pytest.raises(ConfigError, match=r"'fastest', 'slow', 'slowest'"):
         get_preset("fastets")

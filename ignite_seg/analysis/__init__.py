@@ -93,6 +93,13 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
     _check_collected(run, settings)
     if settings.level == 0:
         return
+    if run.get("state") == "failed":
+        err = run.get("error") or {}
+        raise FolderError(
+            f"the run in {str(rf.path)!r} failed while {err.get('stage', 'running')} ({err.get('type', 'error')}): "
+            f"{err.get('message', 'no message recorded')}\nChange what the error says, then run train() again: "
+            "is_continuation=False archives this folder; is_continuation=True reruns the failed step with the new settings."
+        )
     if run.get("state") not in ("complete", "collated"):  # collated: train() is analysing it now
         if not rf.results.is_file():
             raise FolderError(

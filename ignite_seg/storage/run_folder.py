@@ -41,7 +41,8 @@ CHECKPOINT_NAME = "checkpoint.pt"
 
 #: ``run.json``'s ``state``: ``running`` (tuning or trials under way, or interrupted), ``collated``
 #: (trials collated, the analysis not done), ``complete`` (the call's work is all written).
-RunState = Literal["running", "collated", "complete"]
+#: ``failed``: the run stopped on an error of its own (a tune that found no range), recorded as ``error``
+RunState = Literal["running", "collated", "complete", "failed"]
 RUN_STATES: tuple[str, ...] = get_args(RunState)
 
 
