@@ -128,8 +128,7 @@ def _start(
     holdout = holdout_indices(n_train, settings, seed)
     recipe = RecipeSpec(
         model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], accuracy_style=accuracy_style,
-        holdout=tuple(int(i) for i in holdout), optimizer=settings.optimizer, momentum=settings.momentum,
-        weight_decay=settings.weight_decay, betas=settings.betas, eps=settings.eps, device=device,
+        holdout=tuple(int(i) for i in holdout), options=settings.options, device=device,
         threads=runner.task_threads,
     )
     misc = MiscLog(rf.hparams / MISC_JSON, settings.to_dict(), seed, n_train, len(holdout))
@@ -202,9 +201,8 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
     ))
     return FixedHyperparameters(
         lr_start=float(lr_min), lr_end=float(lr_max), batch_size=int(batch_size),
-        cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), optimizer=s.optimizer,
-        momentum=s.momentum, weight_decay=s.weight_decay, betas=s.betas, eps=s.eps, schedule=s.schedule,
-        warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay,
+        cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), schedule=s.schedule,
+        warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay, **t.recipe.options.fields(),
     )
 
 
