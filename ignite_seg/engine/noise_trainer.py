@@ -15,7 +15,7 @@ from ignite.engine import Engine
 
 from .batching import PrepareBatch, default_prepare_batch
 
-__all__ = ["GradNorms", "NoiseTrainer", "create_noise_trainer"]
+__all__ = ["GradNorms", "NoiseTrainer", "create_noise_trainer", "splittable", "split_input"]
 
 
 class GradNorms(NamedTuple):
@@ -68,7 +68,7 @@ def create_noise_trainer(
         model.train()
         x, y = prepare(batch, device, True)
         n = int(y.shape[0])
-        k = chunks if n % chunks == 0 and n >= 2 * chunks and _splittable(x, n) else 1
+        k = chunks if n % chunks == 0 and n >= 2 * chunks and splittable(x, n) else 1
         if k == 1:  # a plain update: no norms to measure (chunks=1, or a batch that does not split)
             optimizer.zero_grad(set_to_none=True)
             loss = update.backward(lambda: loss_fn(model(x), y))
@@ -78,7 +78,7 @@ def create_noise_trainer(
         total = None
         sq_small = 0.0
         loss_sum = 0.0
-        for xc, yc in zip(_split(x, k), y.chunk(k)):
+        for xc, yc in zip(split_input(x, k), y.chunk(k)):
             optimizer.zero_grad(set_to_none=True)
             loss_sum += update.backward(lambda: loss_fn(model(xc), yc))  # noqa: B023 (called at once)
             flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
@@ -135,22 +135,22 @@ class _Update:
         self.optimizer.step()
 
 
-def _splittable(x: Any, n: int) -> bool:
-    """Whether :func:`_split` can cut ``x`` into chunks along a first dimension of ``n``."""
+def splittable(x: Any, n: int) -> bool:
+    """Whether :func:`split_input` can cut ``x`` into chunks along a first dimension of ``n``."""
     if isinstance(x, torch.Tensor):
         return x.ndim >= 1 and int(x.shape[0]) == n
     if isinstance(x, (tuple, list)):
-        return len(x) > 0 and all(_splittable(v, n) for v in x)
+        return len(x) > 0 and all(splittable(v, n) for v in x)
     if isinstance(x, dict):
-        return len(x) > 0 and all(_splittable(v, n) for v in x.values())
+        return len(x) > 0 and all(splittable(v, n) for v in x.values())
     return False
 
 
-def _split(x: Any, k: int) -> list[Any]:
+def split_input(x: Any, k: int) -> list[Any]:
     """``x`` (a tensor, or tuples/lists/dicts of them) cut into ``k`` equal chunks along dimension 0."""
     if isinstance(x, torch.Tensor):
         return list(x.chunk(k))
     if isinstance(x, dict):
-        parts = {key: _split(v, k) for key, v in x.items()}
+        parts = {key: split_input(v, k) for key, v in x.items()}
         return [{key: p[i] for key, p in parts.items()} for i in range(k)]
-    return [type(x)(chunk) for chunk in zip(*(_split(v, k) for v in x))]
+    return [type(x)(chunk) for chunk in zip(*(split_input(v, k) for v in x))]
