@@ -18,7 +18,7 @@ import numpy as np
 from . import view
 from ._mpl import COLORS, fmt
 from .batch import draw_batch_size
-from .captions import throughtime_caption
+from .captions import schedule_caption, throughtime_caption
 from .curves import draw_final_distribution, draw_throughtime_panel
 from .hidden import draw_pca, pca_at, pca_limit
 from .lr import draw_lr_sweep_panel, mark_range_and_divergence, style_schedule_axes
@@ -71,10 +71,7 @@ def scene_plan(folder: str, fps: int, hidden: bool = True) -> list[Scene]:
                             f"chosen {fmt(bs.final_batch_size)}."))
     sched = view.schedule_of(folder)
     if sched is not None:
-        scenes.append(Scene("schedule", _frames("schedule", fps),
-                            f"Final trials: triangular cyclical LR between {fmt(sched.lr_start)} and "
-                            f"{fmt(sched.lr_end)}, cycle {fmt(sched.cycle_size_epochs)} epochs, "
-                            f"{fmt(sched.n_epochs)} epochs."))
+        scenes.append(Scene("schedule", _frames("schedule", fps), f"Final trials: {schedule_caption(sched)}."))
     tt = view.throughtime_of(folder)
     if tt is not None:
         scenes.append(Scene("training", _frames("training", fps), f"{tt.trial_ids.size} final trials through time. "

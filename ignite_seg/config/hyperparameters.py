@@ -253,7 +253,7 @@ class HyperparameterSettings(JsonRecord):
             raise ConfigError(
                 f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."
             )
-        for name in ("lr_shared_init", "batch_tie_test"):
+        for name in ("lr_shared_init", "batch_tie_test", "rescan_lr_after_bs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigTypeError(
                     f"HyperparameterSettings.{name} must be True or False, got {getattr(self, name)!r}."
@@ -261,10 +261,6 @@ class HyperparameterSettings(JsonRecord):
         if self.lr_choose_on not in ("holdout", "train"):
             raise ConfigError(
                 f"HyperparameterSettings.lr_choose_on must be 'holdout' or 'train', got {self.lr_choose_on!r}."
-            )
-        if not isinstance(self.rescan_lr_after_bs, bool):
-            raise ConfigTypeError(
-                f"HyperparameterSettings.rescan_lr_after_bs must be True or False, got {self.rescan_lr_after_bs!r}."
             )
         _check_int(self, "train_examples", 1)
         _check_int(self, "min_epochs", 1)
