@@ -130,3 +130,16 @@ def test_the_summary_names_the_fallback_the_tie_rule_and_the_schedule_used():
     # the default triangular schedule keeps its cycles
     assert "- **schedule**: triangular cycles between 0.003 and 0.05, 2 cycles of 2 epochs; 4 epochs" in \
         decision_lines(_info())
+
+
+def test_the_batch_scene_says_when_the_noise_scale_fell_back_and_when_no_runs_decided():
+    from ignite_seg.analysis.batch import batch_info
+    from ignite_seg.analysis.scenes import batch_caption
+
+    bs, sampled = bs_arrays()
+    info = batch_info(bs, sampled, 64.0)
+    assert batch_caption(info) == "Batch size: noise scale B_simple ≈ 70; candidates scored with short runs " \
+        "(successive halving); chosen 64."
+    fell_back = info._replace(noise_scale=float("nan"), cand_bss=np.zeros(0), final_batch_size=16.0)
+    assert batch_caption(fell_back) == "Batch size: the noise scale could not be measured, so the initial batch " \
+        "size stood in for it; no candidate runs; chosen 16."
