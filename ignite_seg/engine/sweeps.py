@@ -4,7 +4,9 @@ The task functions :func:`run_lr_sweep` and :func:`run_batch_trial` are module-l
 picklable task record, so any ``concurrent.futures.Executor`` can run them. They build the recipe
 from the loader specs, hold out a fixed slice of the *training* set to measure perf on (the
 validation set is never indexed), train on the rest, and return arrays; they write no file and
-never raise for a failure of the user's code (the error text comes back in the result).
+never raise for a failure of the user's code (the error text comes back in the result). Both train
+with the final recipe's update options (:class:`~ignite_seg.config.hyperparameters.TrainingOptions`
+in ``RecipeSpec.options``: optimizer, gradient clipping, AMP), as the trials will.
 
 Handlers (each with an ``attach()`` that is safe to call twice):
 
