@@ -1,13 +1,17 @@
-"""ignite_seg.lr_range_test on live objects: a known stable bound, and the model left as found."""
+"""ignite_seg.lr_range_test on live objects: a known stable bound, the model left as found, what train() takes,
+warnings at the sweep's ends, one torch thread."""
 from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 import torch
 
 import ignite_seg
-from ignite_seg import ConfigError
+from ignite_seg import ConfigError, ConfigTypeError
+from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range
+from ignite_seg.tuning.range_test import edge_warnings
 
 
 def _regression(n: int = 1024, d: int = 4):
@@ -72,3 +76,119 @@ def test_bad_arguments_name_the_argument(kw, match):
     ds, _ = _regression(64)
     with pytest.raises(ConfigError, match=match):
         ignite_seg.lr_range_test(torch.nn.Linear(4, 1), ds, torch.nn.MSELoss(), **kw)
+
+
+class _DictItems(torch.utils.data.Dataset):
+    """The same items as a TensorDataset, each a dict ``{"x": ..., "y": ...}``."""
+
+    def __init__(self, ds):
+        self.ds = ds
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        x, y = self.ds[i]
+        return {"x": x, "y": y}
+
+
+def _dict_prepare(batch, device, non_blocking):
+    return batch["x"].to(device), batch["y"].to(device)
+
+
+def _run(train_set, loss=None, **kw):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1, bias=False)
+    return ignite_seg.lr_range_test(model, train_set, loss if loss is not None else torch.nn.MSELoss(),
+                                    batch_size=32, lr_start=1e-3, lr_end=10.0, steps=60, repeats=2, seed=0, **kw)
+
+
+def test_a_dict_dataset_a_data_record_and_a_loss_class_give_the_tensor_pairs_answer():
+    ds, _ = _regression(256)
+    pairs = _run(ds)
+    dicts = _run(_DictItems(ds), prepare_batch=_dict_prepare)  # default_collate makes a dict of tensors
+    record = _run(ignite_seg.Data(_DictItems(ds), _DictItems(ds), prepare_batch=_dict_prepare))
+    a_class = _run(ds, loss=torch.nn.MSELoss)  # instantiated: MSELoss()
+    for res in (dicts, record, a_class):
+        np.testing.assert_array_equal(res.holdout_losses, pairs.holdout_losses)
+        assert (res.lr_min, res.lr_max) == (pairs.lr_min, pairs.lr_max)
+
+
+def test_a_collate_fn_batches_padded_sequences():
+    g = torch.Generator().manual_seed(0)
+    items = [(torch.randn(int(n), 2, generator=g), int(n) % 2) for n in torch.randint(1, 6, (160,), generator=g)]
+
+    def pad(batch):
+        xs, ys = zip(*batch)
+        return torch.nn.utils.rnn.pad_sequence(xs, batch_first=True).sum(dim=1), torch.tensor(ys)
+
+    res = ignite_seg.lr_range_test(torch.nn.Linear(2, 2), items, torch.nn.CrossEntropyLoss(), collate_fn=pad,
+                                   batch_size=16, steps=30, repeats=1)
+    assert np.isfinite(res.holdout_losses[0, :10]).all() and np.isfinite(res.noise_scale)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({}, r"not an \(x, y\) pair .*prepare_batch="),  # dict items without prepare_batch
+    ({"prepare_batch": lambda b, d, nb: (b["x"], b["missing"])}, r"not an \(x, y\) pair .*KeyError"),
+    ({"prepare_batch": _dict_prepare, "loss": torch.nn.CrossEntropyLoss(weight=torch.ones(3))}, "loss_fn"),
+])
+def test_a_batch_the_recipe_cannot_take_is_a_config_error_naming_the_fix(kw, match):
+    ds, _ = _regression(64)
+    with pytest.raises(ConfigError, match=match):
+        _run(_DictItems(ds), **kw)
+
+
+def test_a_loss_class_that_needs_arguments_and_arguments_given_twice_are_refused():
+    class NeedsArgs(torch.nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+
+    ds, _ = _regression(64)
+    with pytest.raises(ConfigTypeError, match=r"loss_fn=NeedsArgs is a class .*pass an instance"):
+        _run(ds, loss=NeedsArgs)
+    with pytest.raises(ConfigError, match="prepare_batch is given twice"):
+        _run(ignite_seg.Data(_DictItems(ds), ds, prepare_batch=_dict_prepare), prepare_batch=_dict_prepare)
+
+
+def test_a_range_at_the_sweeps_end_warns_and_says_so_in_the_result():
+    ds, bound = _regression(256)
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="ends at the sweep's end"):
+        res = ignite_seg.lr_range_test(torch.nn.Linear(4, 1, bias=False), ds, torch.nn.MSELoss(), batch_size=32,
+                                       lr_start=1e-4, lr_end=bound / 20, steps=40, repeats=1)
+    assert len(res.warnings) == 1 and "lr_end" in res.warnings[0] and res.lr_max == pytest.approx(bound / 20)
+
+
+def test_the_edge_warnings_name_each_end_with_known_curves():
+    lrs = np.geomspace(1e-3, 1.0, 61)
+    rule = RangeRule(window=5, window_decades=1.0)
+    falling = np.linspace(2.0, 0.1, 61)[None, :]  # falls to the end: the range runs up to the sweep's end
+    choice = choose_lr_range(lrs, falling, rule)
+    (end,) = edge_warnings(lrs, choice, falling, 5)
+    assert "ends at the sweep's end" in end and "x its start" not in end
+    rising = np.linspace(2.0, 4.0, 61)[None, :]  # the held-out loss there twice its start
+    assert "2x its start" in edge_warnings(lrs, choice, rising, 5)[-1]
+    # falls from the first point and diverges a decade later: the range starts at the sweep's start
+    early = np.r_[np.linspace(2.0, 1.0, 12), np.geomspace(1.0, 50, 49)][None, :]
+    (start,) = edge_warnings(lrs, choose_lr_range(lrs, early, rule), early, 5)
+    assert "starts at the sweep's start (lr_min=0.001, lr_start=0.001)" in start and "smaller lr_start" in start
+
+
+def test_one_torch_thread_by_default_and_the_callers_count_restored():
+    ds, _ = _regression(256)
+    seen = []
+
+    def loss(out, y):
+        seen.append(torch.get_num_threads())
+        return torch.nn.functional.mse_loss(out, y)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _run(ds, loss=loss)
+        assert set(seen) == {1} and torch.get_num_threads() == 2
+        seen.clear()
+        _run(ds, loss=loss, threads=None)
+        assert set(seen) == {2} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

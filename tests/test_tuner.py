@@ -11,6 +11,7 @@ import pytest
 
 import ignite_seg
 from ignite_seg import ConfigError, HyperparameterSettings, TuningError, get_preset
+from ignite_seg.config.hyperparameters import TrainingOptions
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.runtime.tasks import TaskRunner
 from ignite_seg.storage.run_folder import RunFolder
@@ -251,9 +252,14 @@ def test_presets_are_ordered_by_effort_and_round_trip():
 
 
 def test_every_settings_field_is_used_by_the_tuner():
-    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/tuner.py", "engine/sweeps.py"))
+    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/tuner.py", "engine/sweeps.py",
+                                                                                  "tuning/batch_runs.py", "tuning/reasons.py"))
+    # the update options travel as one record (settings.options), read whole by the tuning runs
+    options = {f.name for f in dataclasses.fields(TrainingOptions)}
+    assert "settings.options" in src and "recipe.options" in src
     for f in dataclasses.fields(HyperparameterSettings):
-        assert f"s.{f.name}" in src or f"settings.{f.name}" in src, f"{f.name} is never read by the tuner"
+        assert f"s.{f.name}" in src or f"settings.{f.name}" in src or f.name in options, \
+            f"{f.name} is never read by the tuner"
 
 
 def test_a_single_candidate_is_chosen_without_runs(runner, tmp_path):
@@ -270,3 +276,19 @@ def test_a_single_candidate_is_chosen_without_runs(runner, tmp_path):
     assert sampled["bss"].tolist() == [hp.batch_size] and sampled["scores"].shape == (0, 1)
     misc = strict_json(rf.hparams / "misc.json")
     assert misc["steps"]["batch_size"]["rungs"] == [{"note": "a single candidate: no runs needed"}]
+
+
+def test_a_noise_scale_that_cannot_be_measured_is_logged_and_recorded_as_the_fallback(runner, tmp_path, caplog):
+    # a batch of 4 in 4 chunks cannot be split in two sizes: no noise scale
+    settings = dataclasses.replace(SMALL, batch_pts=0, rescan_lr_after_bs=False, lr_min_inits=1, initial_batch_size=4,
+                                   noise_chunks=4, lr_sweep_min_iters=60)
+    rf = RunFolder(tmp_path / "run")
+    with caplog.at_level("INFO", logger="ignite_seg"):
+        hp = tune(runner, rf, settings, specs(), accuracy_style="classification", facts={"n_train": 96, "n_val": 48},
+                  seed=0, device="cpu")
+    step = strict_json(rf.hparams / "misc.json")["steps"]["batch_size"]
+    assert step["noise_scale"] is None and step["rule"] == "fallback" and hp.batch_size == 8  # grid point nearest 4
+    assert "could not be measured" in step["reason"] and "could not be measured" in step["fallback"]
+    assert "could not be measured" in caplog.text and "x the noise scale)" not in caplog.text
+    schedule = strict_json(rf.hparams / "misc.json")["steps"]["schedule"]
+    assert schedule["schedule"] == "triangular" and schedule["description"].startswith("triangular cycles between")

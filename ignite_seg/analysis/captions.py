@@ -6,14 +6,22 @@ twins read the info as the builders do (:mod:`.view`).
 """
 from __future__ import annotations
 
+from ..engine.schedule_text import describe_schedule
 from ._mpl import band_phrase, count_text
 from .curves import MINMAX_BELOW, ThroughTimeInfo
-from .lr import LRSweepInfo
+from .lr import LRSweepInfo, ScheduleInfo
 from .metrics import MetricsInfo
 from .stats import SPACE_NOTES
 
-__all__ = ["band_phrase", "lr_caption", "throughtime_caption", "lr_caption_of", "throughtime_caption_of",
-           "stops_phrase", "best_phrase", "metrics_caption", "metrics_caption_of", "MINMAX_BELOW"]
+__all__ = ["band_phrase", "lr_caption", "schedule_caption", "throughtime_caption", "lr_caption_of",
+           "throughtime_caption_of", "schedule_caption_of", "stops_phrase", "best_phrase", "metrics_caption", "metrics_caption_of", "MINMAX_BELOW"]
+
+def schedule_caption(info: ScheduleInfo) -> str:
+    """The schedule the trials used, in words, schedule and warmup included."""
+    return describe_schedule({"lr_start": info.lr_start, "lr_end": info.lr_end,
+                              "cycle_size_epochs": info.cycle_size_epochs, "epochs": int(round(info.n_epochs)),
+                              "schedule": info.schedule, "warmup_epochs": info.warmup_epochs})
+
 
 def lr_caption(info: LRSweepInfo) -> str:
     n = info.n_repeats
@@ -86,3 +94,10 @@ def throughtime_caption_of(folder: str) -> str | None:
 
     info = throughtime_of(folder)
     return throughtime_caption(info) if info is not None else None
+
+
+def schedule_caption_of(folder: str) -> str | None:
+    from .view import schedule_of
+
+    info = schedule_of(folder)
+    return f"The final trials' learning rate: {schedule_caption(info)}." if info is not None else None

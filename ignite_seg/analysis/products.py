@@ -252,7 +252,8 @@ PRODUCTS: tuple[Product, ...] = (
             lambda rf: (rf.hparams / "final.json").is_file(), 0.3, _png_key,
             _png("lr_schedule.png", view.schedule_of, lr.plot_schedule),
             report=(Entry("lr_schedule.png", "image", "Schedule of the final trials",
-                          "Triangular cyclical learning rate (log scale) of every final trial."),)),
+                          "Learning rate (log scale) of every final trial.",
+                          caption_of=captions.schedule_caption_of),)),
     Product("throughtime_png", "images_min", ("throughtime.png",), _throughtimes, _has_throughtimes, 0.8, _png_key,
             _png("throughtime.png", view.throughtime_of, curves.plot_throughtime),
             report=(Entry("throughtime.png", "image", "Training through time", "Loss and perf on fixed train/val "

@@ -17,8 +17,8 @@ import numpy as np
 
 from . import view
 from ._mpl import COLORS, fmt
-from .batch import draw_batch_size
-from .captions import throughtime_caption
+from .batch import BatchInfo, draw_batch_size
+from .captions import schedule_caption, throughtime_caption
 from .curves import draw_final_distribution, draw_throughtime_panel
 from .hidden import draw_pca, pca_at, pca_limit
 from .lr import draw_lr_sweep_panel, mark_range_and_divergence, style_schedule_axes
@@ -53,6 +53,16 @@ def _progress(k: int, n: int) -> float:
     return min(1.0, k / reveal)
 
 
+def batch_caption(bs: BatchInfo) -> str:
+    """The batch-size scene's caption: the noise scale or that it could not be measured, and whether
+    candidate runs decided."""
+    measured = np.isfinite(bs.noise_scale) and bs.noise_scale > 0
+    ns = f"noise scale B_simple ≈ {fmt(bs.noise_scale)}; " if measured else \
+        "the noise scale could not be measured, so the initial batch size stood in for it; "
+    runs = "candidates scored with short runs (successive halving)" if bs.cand_bss.size else "no candidate runs"
+    return f"Batch size: {ns}{runs}; chosen {fmt(bs.final_batch_size)}."
+
+
 def scene_plan(folder: str, fps: int, hidden: bool = True) -> list[Scene]:
     """The walk-through video's scenes for this run, with frame counts and captions."""
     scenes = [Scene("title", _frames("title", fps), "")]
@@ -65,16 +75,10 @@ def scene_plan(folder: str, fps: int, hidden: bool = True) -> list[Scene]:
                             "smoothed loss falls fastest."))
     bs = view.batch_of(folder)
     if bs is not None:
-        ns = f"noise scale B_simple ≈ {fmt(bs.noise_scale)}; " if np.isfinite(bs.noise_scale) else ""
-        scenes.append(Scene("batch_size", _frames("batch_size", fps),
-                            f"Batch size: {ns}candidates scored with short runs (successive halving); "
-                            f"chosen {fmt(bs.final_batch_size)}."))
+        scenes.append(Scene("batch_size", _frames("batch_size", fps), batch_caption(bs)))
     sched = view.schedule_of(folder)
     if sched is not None:
-        scenes.append(Scene("schedule", _frames("schedule", fps),
-                            f"Final trials: triangular cyclical LR between {fmt(sched.lr_start)} and "
-                            f"{fmt(sched.lr_end)}, cycle {fmt(sched.cycle_size_epochs)} epochs, "
-                            f"{fmt(sched.n_epochs)} epochs."))
+        scenes.append(Scene("schedule", _frames("schedule", fps), f"Final trials: {schedule_caption(sched)}."))
     tt = view.throughtime_of(folder)
     if tt is not None:
         scenes.append(Scene("training", _frames("training", fps), f"{tt.trial_ids.size} final trials through time. "

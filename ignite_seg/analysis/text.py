@@ -7,6 +7,8 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from ..engine.schedule_text import describe_schedule
+from ..exceptions import IgniteSegError
 from ..storage.result_keys import ResultKeys
 from ..storage.schemas import (
     BS_NPZ,
@@ -123,7 +125,10 @@ def _bs_evidence(bs: BatchSweepFile | None, sampled: BatchSampledFile | None, hp
     if hp_kind == "fixed":
         return ("given by the user (FixedHyperparameters): no batch-size search was run",)
     out: list[str] = []
-    reason = steps.batch_size.reason if isinstance(steps.batch_size, BatchSizeStep) else None
+    step = steps.batch_size if isinstance(steps.batch_size, BatchSizeStep) else None
+    reason = step.reason if step is not None else None
+    if step is not None and step.fallback:
+        out.append(f"fallback: {step.fallback}")
     if bs is not None:
         vals = _f(bs.noise_scale_values if bs.noise_scale_values is not None else [])
         if np.isfinite(bs.noise_scale):
@@ -280,19 +285,32 @@ def _short(v: Any) -> str:
     return str(v)
 
 
+def schedule_line(hp: Mapping[str, Any]) -> str:
+    """The schedule the trials used, in words (:func:`~ignite_seg.engine.schedule_text.describe_schedule`);
+    a record too incomplete to rebuild the recipe says its epochs and cycle length."""
+    try:
+        return describe_schedule(hp)
+    except (IgniteSegError, TypeError, ValueError):
+        cyc = hp.get("cycle_size_epochs")
+        return f"{hp['epochs']} epochs" + (f", cycles of {_short(cyc)} epochs" if cyc else "")
+
+
 def decision_lines(info: SummaryInfo) -> list[str]:
     """The run's outcome in a few bullets: LR range, batch size, schedule, final perf, failures."""
     hp, c = info.final_hp, info.counts
     out = []
     if "lr_start" in hp and "lr_end" in hp:
-        out.append(f"- **learning rate**: cycles between {_short(hp['lr_start'])} and {_short(hp['lr_end'])} ({info.hp_kind})")
+        lo, hi = _short(hp["lr_start"]), _short(hp["lr_end"])
+        schedule = hp.get("schedule", "triangular")
+        span = f"cycles between {lo} and {hi}" if schedule == "triangular" else \
+            f"range [{lo}, {hi}] mapped onto the {schedule} schedule"
+        out.append(f"- **learning rate**: {span} ({info.hp_kind})")
     if "batch_size" in hp:
         why = [e for e in info.evidence.get("batch_size", ()) if e.startswith(("chosen", "given"))]
         why = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in why]
         out.append(f"- **batch size**: {hp['batch_size']}" + (f" — {why[0]}" if why else ""))
     if "epochs" in hp:
-        cyc = hp.get("cycle_size_epochs")
-        out.append(f"- **schedule**: {hp['epochs']} epochs" + (f", triangular cycles of {_short(cyc)} epochs" if cyc else ""))
+        out.append(f"- **schedule**: {schedule_line(hp)}")
     s = info.stats["final_perf_val"]
     label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"
     if s.n > 1:

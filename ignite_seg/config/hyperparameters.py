@@ -5,8 +5,8 @@ controls the tuner; the named presets live in :data:`ignite_seg.config.presets.P
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Literal, Union
 
 from ..exceptions import ConfigError, ConfigTypeError
 from .checks import check_int
@@ -18,7 +18,9 @@ __all__ = [
     "SCHEDULES",
     "FixedHyperparameters",
     "HyperparameterSettings",
+    "TrainingOptions",
     "check_loop_options",
+    "check_update_options",
 ]
 
 OptimizerName = Literal["sgd", "adamw"]
@@ -64,6 +66,11 @@ class FixedHyperparameters(JsonRecord):
     eps: float = 1e-8
     ema_decay: float | None = None
 
+    @property
+    def options(self) -> TrainingOptions:
+        """The options of every update (optimizer, clipping, AMP) as one record."""
+        return TrainingOptions.of(self)
+
     def __post_init__(self) -> None:
         for name in ("lr_start", "lr_end", "cycle_size_epochs", "momentum", "weight_decay"):
             value = getattr(self, name)
@@ -92,12 +99,7 @@ class FixedHyperparameters(JsonRecord):
                 "FixedHyperparameters.momentum and weight_decay must be >= 0, got "
                 f"momentum={self.momentum!r}, weight_decay={self.weight_decay!r}."
             )
-        if not isinstance(self.amp, bool):
-            raise ConfigTypeError(f"FixedHyperparameters.amp must be True or False, got {self.amp!r}.")
-        if self.grad_clip_norm is not None and not self.grad_clip_norm > 0:
-            raise ConfigError(
-                f"FixedHyperparameters.grad_clip_norm must be None or > 0, got {self.grad_clip_norm!r}."
-            )
+        check_update_options("FixedHyperparameters", self)
         check_loop_options("FixedHyperparameters", self, "epochs")
 
 
@@ -145,8 +147,9 @@ class HyperparameterSettings(JsonRecord):
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
 
-    The trials and the tuning runs use ``optimizer``, ``momentum``, ``weight_decay``, ``betas`` and
-    ``eps``; the final trials use ``schedule`` (cycle length ``epochs / cycles`` for the triangular
+    The trials and the tuning runs (the LR sweep's repeats, the batch-size candidates) use
+    ``optimizer``, ``momentum``, ``weight_decay``, ``betas``, ``eps``, ``grad_clip_norm`` and ``amp``
+    (:class:`TrainingOptions`, as in :class:`FixedHyperparameters`); the final trials use ``schedule`` (cycle length ``epochs / cycles`` for the triangular
     one), ``warmup_epochs`` and ``ema_decay``.
 
     Example:
@@ -204,6 +207,14 @@ class HyperparameterSettings(JsonRecord):
     schedule: ScheduleName = "triangular"
     warmup_epochs: float = 0.0
     ema_decay: float | None = None
+    # update options of the final trials and of the tuning runs alike (see FixedHyperparameters)
+    grad_clip_norm: float | None = None
+    amp: bool = False
+
+    @property
+    def options(self) -> TrainingOptions:
+        """The options of every update (optimizer, clipping, AMP), for the tuning runs and the trials."""
+        return TrainingOptions.of(self)
 
     def __post_init__(self) -> None:
         _check_number(self, "lr_start", lambda v: v > 0, "a positive learning rate such as 1e-4")
@@ -242,7 +253,7 @@ class HyperparameterSettings(JsonRecord):
             raise ConfigError(
                 f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."
             )
-        for name in ("lr_shared_init", "batch_tie_test"):
+        for name in ("lr_shared_init", "batch_tie_test", "rescan_lr_after_bs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigTypeError(
                     f"HyperparameterSettings.{name} must be True or False, got {getattr(self, name)!r}."
@@ -250,10 +261,6 @@ class HyperparameterSettings(JsonRecord):
         if self.lr_choose_on not in ("holdout", "train"):
             raise ConfigError(
                 f"HyperparameterSettings.lr_choose_on must be 'holdout' or 'train', got {self.lr_choose_on!r}."
-            )
-        if not isinstance(self.rescan_lr_after_bs, bool):
-            raise ConfigTypeError(
-                f"HyperparameterSettings.rescan_lr_after_bs must be True or False, got {self.rescan_lr_after_bs!r}."
             )
         _check_int(self, "train_examples", 1)
         _check_int(self, "min_epochs", 1)
@@ -265,7 +272,49 @@ class HyperparameterSettings(JsonRecord):
             )
         _check_number(self, "momentum", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.9")
         _check_number(self, "weight_decay", lambda v: v >= 0, "a value >= 0 such as 1e-4")
+        check_update_options("HyperparameterSettings", self)
         check_loop_options("HyperparameterSettings", self, "min_epochs")
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """The options of every optimizer update, one record shared by the trials and the tuning runs.
+
+    :class:`FixedHyperparameters` and :class:`HyperparameterSettings` keep these as flat fields (their
+    constructors are public); ``record.options`` reads them into this record, the one place they
+    are copied, and ``FixedHyperparameters(..., **options.fields())`` writes them back.
+
+    Example:
+        >>> FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=8, cycle_size_epochs=1, epochs=2,
+        ...                      amp=True).options.amp
+        True
+    """
+
+    optimizer: OptimizerName = "sgd"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    grad_clip_norm: float | None = None
+    amp: bool = False
+
+    @classmethod
+    def of(cls, record: Union[FixedHyperparameters, HyperparameterSettings]) -> TrainingOptions:
+        """The options of a recipe or of the tuner's settings (checked there already)."""
+        return cls(**{f.name: getattr(record, f.name) for f in fields(cls)})
+
+    def fields(self) -> dict[str, Any]:
+        """The options as keyword arguments of :class:`FixedHyperparameters`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def check_update_options(owner: str, record: FixedHyperparameters | HyperparameterSettings) -> None:
+    """Check ``grad_clip_norm`` (None or > 0) and ``amp`` (a bool)."""
+    if not isinstance(record.amp, bool):
+        raise ConfigTypeError(f"{owner}.amp must be True or False, got {record.amp!r}.")
+    if record.grad_clip_norm is not None:
+        _number(owner, "grad_clip_norm", record.grad_clip_norm, lambda v: v > 0,
+                "None (no clipping) or a positive norm such as 1.0")
 
 
 def check_loop_options(owner: str, record: FixedHyperparameters | HyperparameterSettings, epochs: str) -> None:

@@ -6,6 +6,8 @@ the squared gradient norms at two batch sizes (:class:`GradNorms`) from which
 """
 from __future__ import annotations
 
+import contextlib
+import math
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -13,7 +15,7 @@ from ignite.engine import Engine
 
 from .batching import PrepareBatch, default_prepare_batch
 
-__all__ = ["GradNorms", "NoiseTrainer", "create_noise_trainer"]
+__all__ = ["GradNorms", "NoiseTrainer", "create_noise_trainer", "splittable", "split_input"]
 
 
 class GradNorms(NamedTuple):
@@ -40,6 +42,8 @@ def create_noise_trainer(
     device: torch.device,
     chunks: int,
     prepare_batch: PrepareBatch | None = None,
+    grad_clip_norm: float | None = None,
+    amp: bool = False,
 ) -> NoiseTrainer:
     """An ``Engine`` whose step is one SGD update on the batch's mean gradient, computed chunk by chunk.
 
@@ -51,63 +55,102 @@ def create_noise_trainer(
     scale), get plain updates and no norms. Raw batches go through ``prepare_batch`` (ignite's
     default when ``None``); an input ``x`` is split along its first dimension, tensor by tensor
     inside tuples, lists and dicts (an input of any other type gets plain updates).
+
+    ``grad_clip_norm`` and ``amp`` are those of :func:`~ignite_seg.engine.trainer.create_trainer`
+    (the sweep trains as the trials will): the norms are measured on the raw (unscaled, unclipped)
+    chunk gradients, then the batch gradient is clipped before the step.
     """
     params = [p for p in model.parameters() if p.requires_grad]
     prepare = prepare_batch or default_prepare_batch
+    update = _Update(optimizer, params, device, grad_clip_norm, amp)
 
     def step(engine: Engine, batch: Any) -> float:
         model.train()
         x, y = prepare(batch, device, True)
         n = int(y.shape[0])
-        k = chunks if n % chunks == 0 and n >= 2 * chunks and _splittable(x, n) else 1
+        k = chunks if n % chunks == 0 and n >= 2 * chunks and splittable(x, n) else 1
         if k == 1:  # a plain update: no norms to measure (chunks=1, or a batch that does not split)
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            optimizer.step()
+            loss = update.backward(lambda: loss_fn(model(x), y))
+            update.step()
             trainer.grad_norms = None
-            return float(loss.detach())
+            return loss
         total = None
         sq_small = 0.0
         loss_sum = 0.0
-        for xc, yc in zip(_split(x, k), y.chunk(k)):
+        for xc, yc in zip(split_input(x, k), y.chunk(k)):
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xc), yc)
-            loss.backward()
+            loss_sum += update.backward(lambda: loss_fn(model(xc), yc))  # noqa: B023 (called at once)
             flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
             sq_small += float(flat.dot(flat))
             total = flat if total is None else total + flat
-            loss_sum += float(loss.detach())
         assert total is not None
         mean = total / k
         offset = 0
         for p in params:
             p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
-        trainer.grad_norms = GradNorms(sq_small / k, float(mean.dot(mean)), n / k, float(n))
-        optimizer.step()
+        unscale = update.scale() ** 2  # the gradients of a scaled loss are scaled too
+        norms = GradNorms(sq_small / k / unscale, float(mean.dot(mean)) / unscale, n / k, float(n))
+        trainer.grad_norms = norms if math.isfinite(norms.sq_small) and math.isfinite(norms.sq_big) else None
+        update.step()
         return loss_sum / k
 
     trainer = NoiseTrainer(step)
     return trainer
 
 
-def _splittable(x: Any, n: int) -> bool:
-    """Whether :func:`_split` can cut ``x`` into chunks along a first dimension of ``n``."""
+class _Update:
+    """The backward pass and the optimizer step of one update, with AMP and clipping as the trials'."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], device: torch.device,
+                 grad_clip_norm: float | None, amp: bool) -> None:
+        self.optimizer, self.params, self.device = optimizer, params, device
+        self.grad_clip_norm, self.amp = grad_clip_norm, amp
+        self.dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+        self.scaler = torch.amp.GradScaler(device.type) if amp and device.type == "cuda" else None
+
+    def backward(self, forward: Callable[[], torch.Tensor]) -> float:
+        """Run ``forward`` (under autocast with ``amp``) and its backward pass; the loss."""
+        with torch.autocast(self.device.type, dtype=self.dtype) if self.amp else contextlib.nullcontext():
+            loss = forward()
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        return float(loss.detach())
+
+    def scale(self) -> float:
+        """The factor the gradients are scaled by (1 without a gradient scaler)."""
+        return float(self.scaler.get_scale()) if self.scaler is not None else 1.0
+
+    def step(self) -> None:
+        """Clip the gradient norm (unscaled first) and step; a scaler skips steps with inf/NaN gradients."""
+        if self.scaler is not None:
+            if self.grad_clip_norm is not None:
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            return
+        if self.grad_clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip_norm)
+        self.optimizer.step()
+
+
+def splittable(x: Any, n: int) -> bool:
+    """Whether :func:`split_input` can cut ``x`` into chunks along a first dimension of ``n``."""
     if isinstance(x, torch.Tensor):
         return x.ndim >= 1 and int(x.shape[0]) == n
     if isinstance(x, (tuple, list)):
-        return len(x) > 0 and all(_splittable(v, n) for v in x)
+        return len(x) > 0 and all(splittable(v, n) for v in x)
     if isinstance(x, dict):
-        return len(x) > 0 and all(_splittable(v, n) for v in x.values())
+        return len(x) > 0 and all(splittable(v, n) for v in x.values())
     return False
 
 
-def _split(x: Any, k: int) -> list[Any]:
+def split_input(x: Any, k: int) -> list[Any]:
     """``x`` (a tensor, or tuples/lists/dicts of them) cut into ``k`` equal chunks along dimension 0."""
     if isinstance(x, torch.Tensor):
         return list(x.chunk(k))
     if isinstance(x, dict):
-        parts = {key: _split(v, k) for key, v in x.items()}
+        parts = {key: split_input(v, k) for key, v in x.items()}
         return [{key: p[i] for key, p in parts.items()} for i in range(k)]
-    return [type(x)(chunk) for chunk in zip(*(_split(v, k) for v in x))]
+    return [type(x)(chunk) for chunk in zip(*(split_input(v, k) for v in x))]

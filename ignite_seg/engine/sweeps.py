@@ -4,7 +4,9 @@ The task functions :func:`run_lr_sweep` and :func:`run_batch_trial` are module-l
 picklable task record, so any ``concurrent.futures.Executor`` can run them. They build the recipe
 from the loader specs, hold out a fixed slice of the *training* set to measure perf on (the
 validation set is never indexed), train on the rest, and return arrays; they write no file and
-never raise for a failure of the user's code (the error text comes back in the result).
+never raise for a failure of the user's code (the error text comes back in the result). Both train
+with the final recipe's update options (:class:`~ignite_seg.config.hyperparameters.TrainingOptions`
+in ``RecipeSpec.options``: optimizer, gradient clipping, AMP), as the trials will.
 
 Handlers (each with an ``attach()`` that is safe to call twice):
 
@@ -36,7 +38,7 @@ from ignite.handlers import LinearCyclicalScheduler, LRScheduler
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import Subset
 
-from ..config.hyperparameters import OptimizerName
+from ..config.hyperparameters import TrainingOptions
 from ..config.specs import LoaderSpec
 from ..smoothing import DivergenceMonitor
 from .batching import Batches, BatchSource, PrepareBatch
@@ -74,7 +76,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class RecipeSpec:
-    """What every tuning task shares: the loader specs, the held-out slice and the optimizer."""
+    """What every tuning task shares: the loader specs, the held-out slice and the update options."""
 
     model: LoaderSpec
     dataset: LoaderSpec
@@ -82,11 +84,8 @@ class RecipeSpec:
     accuracy_style: AccuracyStyle
     #: indices of the training set held out to measure perf (never trained on)
     holdout: tuple[int, ...]
-    optimizer: OptimizerName = "sgd"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
+    #: optimizer, clipping and AMP: the final recipe's (the tuning runs train as the trials will)
+    options: TrainingOptions = TrainingOptions()
     device: str = "auto"
     threads: int | None = None
 
@@ -312,8 +311,9 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
 
 
 def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
-    return make_optimizer(model, recipe.optimizer, lr=lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
-                          betas=recipe.betas, eps=recipe.eps)
+    o = recipe.options
+    return make_optimizer(model, o.optimizer, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay,
+                          betas=o.betas, eps=o.eps)
 
 
 def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
@@ -325,7 +325,7 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
         result.prepare_seconds = time.perf_counter() - t0
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
         engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks,
-                                      prep.prepare_batch)
+                                      prep.prepare_batch, task.recipe.options.grad_clip_norm, task.recipe.options.amp)
         recorder = SweepRecorder(prep.model, prep.scorer, prep.holdout)
         test = LRRangeTest(task.lr_start, task.lr_end, task.iterations, task.diverge_th, task.smooth_f, recorder,
                            task.diverge_regain)
@@ -350,7 +350,9 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
         batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.seed))
         iterations = max(2, int(round(task.epochs * len(batches))))
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_min)
-        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, prepare_batch=prep.prepare_batch)
+        options = task.recipe.options
+        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, options.grad_clip_norm, options.amp,
+                                prep.prepare_batch)
         scheduler = LinearCyclicalScheduler(
             optimizer, "lr", start_value=task.lr_min, end_value=task.lr_max, cycle_size=iterations
         )

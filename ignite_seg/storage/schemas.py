@@ -249,6 +249,10 @@ class BatchSizeStep(JsonSection):
     reason: str | None = optional()
     rungs: list[Rung | RungNote] | None = optional(load=_load_rungs)
     lr_scaling: str | None = optional()
+    #: the rule that decided (ignite_seg.tuning.reasons.RULES: noise-scale, fallback, single-candidate,
+    #: best-score, tie) and the fallback taken, if any (the noise scale could not be measured)
+    rule: str | None = optional()
+    fallback: str | None = optional()
 
 
 def _load_batch_step(value: Any, strict: bool) -> BatchSizeStep | BatchSearchProgress:
@@ -268,6 +272,10 @@ class ScheduleStep(JsonSection):
     lr_start: float | None = optional()
     lr_end: float | None = optional()
     lr_how: str | None = optional()
+    #: the schedule the trials train with, its warmup, and one sentence describing it (the log's)
+    schedule: str | None = optional()
+    warmup_epochs: float | None = optional()
+    description: str | None = optional()
 
 
 @dataclass(frozen=True)

@@ -7,19 +7,27 @@ on a held-out slice of the training set after every step, the range chosen by
 :func:`~ignite_seg.tuning.lr_range.choose_lr_range` with the ``fast`` preset's rules, and the
 gradient noise scale measured along the way (:mod:`~ignite_seg.tuning.noise_scale`). Like
 ignite's ``FastaiLRFinder``, it leaves the model and the optimizer as it found them.
+
+It takes what :func:`ignite_seg.train` takes: a plain dataset of any items with ``collate_fn`` and
+``prepare_batch`` (ignite's signature), or an :class:`ignite_seg.Data` record carrying them; a loss
+instance or class. It runs with one torch thread unless told otherwise (restoring the caller's
+count), and warns when the range it chose touches either end of the sweep.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import math
+import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
 from ..config.checks import check_int
 from ..config.presets import get_preset
+from ..engine.batching import BatchSource, Data, PrepareBatch, default_prepare_batch
+from ..engine.noise_trainer import split_input, splittable
 from ..exceptions import ConfigError, ConfigTypeError
 from .lr_range import LRRangeChoice, RangeRule, choose_lr_range, geometric_lrs
 from .noise_scale import pooled_noise_scale
@@ -28,7 +36,7 @@ if TYPE_CHECKING:
     import torch
     from matplotlib.figure import Figure
 
-__all__ = ["lr_range_test", "RangeTestResult", "restored"]
+__all__ = ["lr_range_test", "RangeTestResult", "restored", "torch_threads", "edge_warnings"]
 
 #: Gradient chunks per batch for the noise scale (small batches: batch_size / CHUNKS).
 CHUNKS = 4
@@ -50,6 +58,8 @@ class RangeTestResult:
             good batch sizes lie around a fraction of it.
         batch_size: the batch size of the sweep (the range holds for it).
         choice: the full record of the range choice (smoothed curves, derivative, divergence).
+        warnings: what to distrust in the range (it touches an end of the sweep), also issued
+            with ``warnings.warn``; empty when the range lies inside the sweep.
     """
 
     lrs: np.ndarray
@@ -61,6 +71,7 @@ class RangeTestResult:
     noise_scale: float
     batch_size: int
     choice: LRRangeChoice
+    warnings: tuple[str, ...] = ()
 
     def plot(self) -> Figure:
         """The repeats' held-out loss against the learning rate, the chosen range shaded."""
@@ -101,10 +112,25 @@ def restored(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = N
             optimizer.load_state_dict(optimizer_state)
 
 
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` torch threads (``None``: as they are), then restore the count."""
+    import torch
+
+    saved = torch.get_num_threads()
+    if threads is not None and threads != saved:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != saved:
+            torch.set_num_threads(saved)
+
+
 def lr_range_test(
     model: torch.nn.Module,
     train_set: Any,
-    loss_fn: Callable[..., torch.Tensor],
+    loss_fn: Callable[..., torch.Tensor] | type,
     *,
     optimizer: torch.optim.Optimizer | None = None,
     batch_size: int = 32,
@@ -114,45 +140,94 @@ def lr_range_test(
     repeats: int = 3,
     holdout: float = 0.1,
     seed: int = 0,
+    collate_fn: Callable[[list[Any]], Any] | None = None,
+    prepare_batch: PrepareBatch | None = None,
+    threads: int | None = 1,
 ) -> RangeTestResult:
     """Sweep the learning rate from ``lr_start`` to ``lr_end`` and choose a range; the model and
     optimizer are left as found.
 
     Args:
         model: the model, on the device it should run on.
-        train_set: a map-style dataset of ``(x, y)`` items.
-        loss_fn: ``loss_fn(model(x), y)``, a scalar mean over the batch.
+        train_set: a map-style dataset (items of any kind, batched by ``collate_fn``), or an
+            :class:`ignite_seg.Data` record (its ``train`` set, ``collate_fn`` and ``prepare_batch``).
+        loss_fn: ``loss_fn(model(x), y)``, a scalar mean over the batch; a loss class (such as
+            ``torch.nn.CrossEntropyLoss``) is instantiated without arguments.
         optimizer: the optimizer to sweep (its learning rate is overwritten during the test and
             restored after); ``None``: plain SGD.
-        batch_size: the batch size the range is for (at least 4: it is split to measure the noise scale).
+        batch_size: the batch size the range is for (at least 4; a multiple of 4 measures the
+            noise scale, from 4 chunks of each batch).
         lr_start, lr_end: the sweep's bounds (geometric steps).
         steps: optimizer steps per repeat.
         repeats: sweeps, each from the same initial weights, on its own batch order.
         holdout: fraction of ``train_set`` held out to measure the loss after each step.
         seed: seeds the held-out slice and the batch orders.
+        collate_fn: turns a list of items into a batch (default: torch's ``default_collate``).
+        prepare_batch: ``prepare_batch(batch, device, non_blocking) -> (x, y)`` (default: a batch
+            that is an ``(x, y)`` pair, moved to the model's device).
+        threads: torch threads during the test (``None``: leave the caller's count); the
+            caller's count is restored afterwards. One thread is fastest on a busy machine.
 
     Raises:
-        ConfigError: a bad argument (the message names it); TuningError: no range (the loss never
-            improves, or diverges at once).
+        ConfigError: a bad argument or a batch the model and loss cannot take (the message names
+            it and the fix); TuningError: no range (the loss never improves, or diverges at once).
 
     Example:
         >>> res = ignite_seg.lr_range_test(model, train_set, torch.nn.MSELoss(), batch_size=64)  # doctest: +SKIP
-        >>> res.lr_min, res.lr_max; res.plot().savefig("lr.png")  # doctest: +SKIP
+        >>> res.lr_min, res.lr_max, res.warnings; res.plot().savefig("lr.png")  # doctest: +SKIP
     """
     import torch
 
-    _check(model, train_set, batch_size, (lr_start, lr_end), (steps, repeats, holdout, seed))
-    train_idx, held_idx = _split(len(train_set), holdout, seed)
-    held = _batch(train_set, held_idx)
+    data = _as_data(train_set, collate_fn, prepare_batch)
+    loss = _as_loss(loss_fn)
+    _check(model, data.train, batch_size, (lr_start, lr_end), (steps, repeats, holdout, seed, threads))
+    train_idx, held_idx = _split(len(data.train), holdout, seed)
     lrs = geometric_lrs(lr_start, lr_end, steps)
     opt = optimizer if optimizer is not None else torch.optim.SGD(model.parameters(), lr=lr_start)
     runs = []
-    with restored(model, opt):
+    with torch_threads(threads), restored(model, opt):
+        source = BatchSource(data.train, data)
+        prepare = data.prepare_batch or default_prepare_batch
+        device = _device(model)
+        _probe(model, loss, source, prepare, device, train_idx[:2])
+        held = [prepare(b, device, False) for b in source.fixed(held_idx.tolist())]
         for r in range(repeats):
             with restored(model, opt):  # every repeat starts from the weights the caller had
                 order = np.random.default_rng([seed, r]).choice(train_idx, size=(steps, batch_size))
-                runs.append(_sweep(model, opt, loss_fn, lrs, (train_set, order, held)))
-    return _result(lrs, runs, batch_size)
+                runs.append(_sweep(model, opt, loss, lrs, _Feed(source, prepare, device, order, held)))
+    result = _result(lrs, runs, batch_size)
+    for message in result.warnings:
+        warnings.warn(message, stacklevel=2)
+    return result
+
+
+def _as_data(train_set: Any, collate_fn: Any, prepare_batch: Any) -> Data:
+    """``train_set`` as a :class:`Data` record; the arguments set what the record leaves unset."""
+    for name, value in (("collate_fn", collate_fn), ("prepare_batch", prepare_batch)):
+        if value is not None and not callable(value):
+            raise ConfigTypeError(f"{name} must be callable or None, got {value!r}.")
+        if value is not None and isinstance(train_set, Data) and getattr(train_set, name) is not None:
+            raise ConfigError(f"{name} is given twice: as an argument and on the Data record train_set; "
+                              "pass it in one place.")
+    if isinstance(train_set, Data):
+        return Data(train_set.train, train_set.train, collate_fn=collate_fn or train_set.collate_fn,
+                    prepare_batch=prepare_batch or train_set.prepare_batch, cache=train_set.cache)
+    return Data(train_set, train_set, collate_fn=collate_fn, prepare_batch=prepare_batch)
+
+
+def _as_loss(loss_fn: Any) -> Callable[..., Any]:
+    """A loss instance; a loss class is instantiated (``CrossEntropyLoss`` -> ``CrossEntropyLoss()``)."""
+    if isinstance(loss_fn, type):
+        try:
+            return loss_fn()  # type: ignore[no-any-return]
+        except Exception as e:
+            raise ConfigTypeError(
+                f"loss_fn={loss_fn.__name__} is a class and {loss_fn.__name__}() failed ({type(e).__name__}: {e}); "
+                f"pass an instance, e.g. loss_fn={loss_fn.__name__}(...) with its arguments."
+            ) from e
+    if not callable(loss_fn):
+        raise ConfigTypeError(f"loss_fn must be a loss (a callable such as torch.nn.MSELoss()), got {loss_fn!r}.")
+    return loss_fn  # type: ignore[no-any-return]
 
 
 def _check(model: Any, train_set: Any, batch_size: Any, bounds: tuple[Any, Any], counts: tuple[Any, ...]) -> None:
@@ -161,12 +236,15 @@ def _check(model: Any, train_set: Any, batch_size: Any, bounds: tuple[Any, Any],
     if not isinstance(model, torch.nn.Module):
         raise ConfigTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     if not (hasattr(train_set, "__len__") and hasattr(train_set, "__getitem__")):
-        raise ConfigTypeError(f"train_set must be a map-style dataset (len and [i]), got {type(train_set).__name__}.")
-    steps, repeats, holdout, seed = counts
+        raise ConfigTypeError(f"train_set must be a map-style dataset (len and [i]) or an ignite_seg.Data record, "
+                              f"got {type(train_set).__name__}.")
+    steps, repeats, holdout, seed, threads = counts
     check_int("batch_size", batch_size, CHUNKS)
     check_int("steps", steps, 10)
     check_int("repeats", repeats, 1)
     check_int("seed", seed, 0)
+    if threads is not None:
+        check_int("threads", threads, 1)
     lo, hi = bounds
     if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and 0 < lo < hi and math.isfinite(hi)):
         raise ConfigError(f"lr_start and lr_end must be positive numbers with lr_start < lr_end, got {lo!r}, {hi!r}.")
@@ -177,18 +255,40 @@ def _check(model: Any, train_set: Any, batch_size: Any, bounds: tuple[Any, Any],
                           f"holding out {holdout:.0%}. Lower batch_size.")
 
 
+def _probe(model: torch.nn.Module, loss_fn: Callable[..., Any], source: BatchSource, prepare: PrepareBatch,
+           device: torch.device, idx: np.ndarray) -> None:
+    """Two items through the batching, ``prepare_batch``, the model and the loss, or a ConfigError saying which failed."""
+    import torch
+
+    fix = ("pass collate_fn= (items -> batch) and prepare_batch= (batch -> (x, y)), or an ignite_seg.Data "
+           "record with them, as train() takes")
+    item = type(source.dataset[int(idx[0])]).__name__
+    try:
+        batch = source.take([int(i) for i in idx])
+    except Exception as e:
+        raise ConfigError(f"train_set's items ({item}) could not be made into a batch "
+                          f"({type(e).__name__}: {e}); {fix}.") from e
+    try:
+        x, y = prepare(batch, device, False)
+    except Exception as e:
+        raise ConfigError(f"a batch of train_set's items ({item}) is not an (x, y) pair ({type(e).__name__}: {e}); "
+                          f"{fix}.") from e
+    try:
+        with torch.no_grad():
+            value = loss_fn(model(x), y)
+        ok = isinstance(value, torch.Tensor) and value.numel() == 1
+    except Exception as e:
+        raise ConfigError(f"loss_fn(model(x), y) failed on a batch of 2 items ({type(e).__name__}: {e}); check that "
+                          "model takes x and loss_fn takes (model(x), y), or pass prepare_batch=.") from e
+    if not ok:
+        raise ConfigError(f"loss_fn(model(x), y) must be a scalar tensor (a mean over the batch), got {value!r}.")
+
+
 def _split(n: int, holdout: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Training and held-out indices (a seeded random slice of ``holdout`` of the items)."""
     perm = np.random.default_rng([seed, 2**31]).permutation(n)
     m = max(1, int(round(holdout * n)))
     return np.sort(perm[m:]), np.sort(perm[:m])
-
-
-def _batch(dataset: Any, idx: np.ndarray) -> tuple[Any, Any]:
-    import torch
-
-    xs, ys = zip(*(dataset[int(i)] for i in idx))
-    return torch.stack([torch.as_tensor(x) for x in xs]), torch.stack([torch.as_tensor(y) for y in ys])
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -197,28 +297,30 @@ def _device(model: torch.nn.Module) -> torch.device:
     return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
-def _sweep(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable[..., Any], lrs: np.ndarray,
-           data: tuple[Any, np.ndarray, tuple[Any, Any]]) -> dict[str, np.ndarray]:
-    """One repeat: a step per LR; training and held-out loss and gradient norms per step."""
-    import torch
+class _Feed(NamedTuple):
+    """Where one repeat's batches come from: the items, how a batch becomes ``(x, y)``, the order."""
 
-    dataset, order, held = data
-    dev = _device(model)
-    hx, hy = held[0].to(dev), held[1].to(dev)
+    source: BatchSource
+    prepare: PrepareBatch
+    device: torch.device
+    order: np.ndarray  # (steps, batch_size) item indices
+    held: list[tuple[Any, Any]]  # the held-out slice, prepared on the device
+
+
+def _sweep(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable[..., Any], lrs: np.ndarray,
+           feed: _Feed) -> dict[str, np.ndarray]:
+    """One repeat: a step per LR; training and held-out loss and gradient norms per step."""
     out = {k: np.full(lrs.size, np.nan) for k in ("losses", "holdout_losses", "sq_small", "sq_big")}
     params = [p for p in model.parameters() if p.requires_grad]
     best = math.inf
     for i, lr in enumerate(lrs):
         for group in opt.param_groups:
             group["lr"] = float(lr)
-        x, y = _batch(dataset, order[i])
+        x, y = feed.prepare(feed.source.take(feed.order[i].tolist()), feed.device, False)
         model.train()
-        out["losses"][i], out["sq_small"][i], out["sq_big"][i] = _chunked_grad(model, loss_fn, params, x.to(dev),
-                                                                               y.to(dev))
+        out["losses"][i], out["sq_small"][i], out["sq_big"][i] = _chunked_grad(model, loss_fn, params, x, y)
         opt.step()
-        model.eval()
-        with torch.no_grad():
-            held_loss = float(loss_fn(model(hx), hy))
+        held_loss = _held_out_loss(model, loss_fn, feed.held)
         out["holdout_losses"][i] = held_loss
         best = min(best, held_loss)
         if not math.isfinite(held_loss) or held_loss > STOP_FACTOR * best:
@@ -226,26 +328,85 @@ def _sweep(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable
     return out
 
 
+def _held_out_loss(model: torch.nn.Module, loss_fn: Callable[..., Any], held: list[tuple[Any, Any]]) -> float:
+    """The loss on the held-out batches, their mean weighted by their sizes."""
+    import torch
+
+    model.eval()
+    total = count = 0.0
+    with torch.no_grad():
+        for x, y in held:
+            n = float(_length(y) or 1)
+            total += float(loss_fn(model(x), y)) * n
+            count += n
+    return total / count
+
+
+def _length(y: Any) -> int | None:
+    import torch
+
+    return int(y.shape[0]) if isinstance(y, torch.Tensor) and y.ndim >= 1 else None
+
+
 def _chunked_grad(model: torch.nn.Module, loss_fn: Callable[..., Any], params: list[Any], x: Any,
                   y: Any) -> tuple[float, float, float]:
     """Set the batch's mean gradient on ``params``; return the loss and the squared gradient norms
-    of the chunks (their mean) and of the batch, for the noise scale."""
+    of the chunks (their mean) and of the batch, for the noise scale (NaN when the batch does not
+    split into ``CHUNKS`` equal chunks)."""
     import torch
 
+    n = _length(y)
+    k = CHUNKS if n is not None and n % CHUNKS == 0 and splittable(x, n) else 1
     total: list[Any] = [torch.zeros_like(p) for p in params]
     losses, sq_chunks = [], []
-    for cx, cy in zip(torch.chunk(x, CHUNKS), torch.chunk(y, CHUNKS)):
+    for cx, cy in zip(split_input(x, k), split_input(y, k)):
         loss = loss_fn(model(cx), cy)
         raw = torch.autograd.grad(loss, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for g, p in zip(raw, params)]
         sq_chunks.append(float(sum((g.double() ** 2).sum() for g in grads)))
         total = [t + g for t, g in zip(total, grads)]
         losses.append(float(loss.detach()))
-    n = len(losses)
     for p, t in zip(params, total):
-        p.grad = t / n
+        p.grad = t / k
     sq_big = float(sum((p.grad.double() ** 2).sum() for p in params))
+    if k == 1:
+        return losses[0], math.nan, math.nan
     return float(np.mean(losses)), float(np.mean(sq_chunks)), sq_big
+
+
+def edge_warnings(lrs: np.ndarray, choice: LRRangeChoice, holdout_losses: np.ndarray, window: int) -> tuple[str, ...]:
+    """What to distrust in a range that touches an end of the sweep (within half a smoothing window).
+
+    At the start, the loss was already falling fastest at the first learning rates, so the range
+    may begin lower; at the end, no repeat diverged, so it may end higher, and the held-out loss
+    there says whether the top is usable at all.
+    """
+    edge = window // 2
+    out = []
+    if int(np.searchsorted(lrs, choice.lr_min)) <= edge:
+        out.append(
+            f"the chosen range starts at the sweep's start (lr_min={choice.lr_min:.3g}, lr_start={lrs[0]:.3g}): the "
+            "loss fell fastest from the first learning rates on, so a good range may begin lower (or the loss "
+            "behaves badly at any learning rate: check the model's output scale); rerun with a smaller lr_start."
+        )
+    if int(np.searchsorted(lrs, choice.lr_max)) >= lrs.size - 1 - edge:
+        start, top = _mean_at(holdout_losses, 0), _mean_at(holdout_losses, int(np.searchsorted(lrs, choice.lr_max)))
+        ratio = top / start if start > 0 else math.nan
+        worse = (f"; the held-out loss there was {ratio:.2g}x its start, so the top of the range trains worse "
+                 "than no training" if ratio > 1 else "")
+        out.append(
+            f"the chosen range ends at the sweep's end (lr_max={choice.lr_max:.3g}, lr_end={lrs[-1]:.3g}) with no "
+            f"divergence above it{worse}; rerun with a larger lr_end or more steps."
+        )
+    return tuple(out)
+
+
+def _mean_at(curves: np.ndarray, i: int) -> float:
+    """The mean over the repeats of column ``i`` (its last finite value per repeat when past a stop)."""
+    i = min(i, curves.shape[1] - 1)
+    values = [row[: i + 1][np.isfinite(row[: i + 1])] for row in curves]
+    finite = [v[-1] for v in values if v.size]
+    return float(np.mean(finite)) if finite else math.nan
 
 
 def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int) -> RangeTestResult:
@@ -262,5 +423,5 @@ def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int)
     return RangeTestResult(
         lrs=lrs, losses=stacked["losses"], holdout_losses=stacked["holdout_losses"], lr_min=choice.lr_min,
         lr_max=choice.lr_max, steepest_lr=choice.steepest_lr, noise_scale=noise, batch_size=batch_size,
-        choice=choice,
+        choice=choice, warnings=edge_warnings(lrs, choice, stacked["holdout_losses"], window),
     )

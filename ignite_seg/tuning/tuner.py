@@ -25,6 +25,7 @@ import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from ..config.specs import LoaderSpec
+from ..engine.schedule_text import describe_schedule
 from ..engine.scoring import AccuracyStyle
 from ..engine.sweeps import LRSweepResult, LRSweepTask, RecipeSpec, run_lr_sweep
 from ..exceptions import TuningError
@@ -59,6 +60,7 @@ from .lr_range import (
     smooth_curves,
 )
 from .noise_scale import pooled_noise_scale
+from .reasons import batch_decision, noise_measured
 from .schedule import choose_schedule
 from .task_store import TASKS_DIR, TaskStore
 
@@ -128,8 +130,7 @@ def _start(
     holdout = holdout_indices(n_train, settings, seed)
     recipe = RecipeSpec(
         model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], accuracy_style=accuracy_style,
-        holdout=tuple(int(i) for i in holdout), optimizer=settings.optimizer, momentum=settings.momentum,
-        weight_decay=settings.weight_decay, betas=settings.betas, eps=settings.eps, device=device,
+        holdout=tuple(int(i) for i in holdout), options=settings.options, device=device,
         threads=runner.task_threads,
     )
     misc = MiscLog(rf.hparams / MISC_JSON, settings.to_dict(), seed, n_train, len(holdout))
@@ -143,30 +144,30 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
     """Candidates around a fraction of the noise scale, scored by successive halving (or the rule alone)."""
     s, noise = t.s, sweep.noise_scale
     centre = noise * s.noise_batch_frac
-    logger.info("gradient noise scale B_simple ~ %.4g (median of the repeats' running estimates before "
-                "divergence); batch sizes around %.3g x %.4g = %.4g", noise, s.noise_batch_frac, noise, centre)
+    if noise_measured(noise):
+        logger.info("gradient noise scale B_simple ~ %.4g (median of the repeats' running estimates before "
+                    "divergence); batch sizes around %.3g x %.4g = %.4g", noise, s.noise_batch_frac, noise, centre)
+    else:
+        logger.info("the gradient noise scale could not be measured (%s); batch sizes around initial_batch_size=%d "
+                    "instead", noise, s.initial_batch_size)
     if s.batch_pts == 0:
         batch_size = centre_batch(centre, s.batch_start, s.batch_end, s.batch_step, fallback=s.initial_batch_size)
         search = BatchSearch([], batch_size)
-        reason = f"batch_pts=0: the grid batch size nearest {s.noise_batch_frac} x the noise scale, no runs"
     else:
         cands = batch_candidates(centre, s.batch_start, s.batch_end, s.batch_pts, s.batch_step,
                                  fallback=s.initial_batch_size)
         search = batch_search(t, cands, sweep.choice.lr_min, sweep.choice.lr_max, float(s.batch_sweep_len))
         batch_size = search.chosen
-        reason = (f"best held-out {s.batch_score} of {len(cands)} candidates after successive halving "
-                  f"(eta={s.batch_eta}); at each rung, ties within {s.batch_tie_tol}"
-                  + (" or not worse at 95% by a paired t-test over the repeats"
-                     if s.batch_tie_test and s.batch_rn_min_inits > 1 else "")
-                  + " rank the smaller batch first")
-    logger.info("batch size %d (%s)", batch_size, reason)
+    decision = batch_decision(s, noise, batch_size, search.rungs)
+    logger.info("batch size %d — %s", batch_size, decision.reason)
     BatchSweepFile.of_rungs(search.bss, batch_size, search.rung_perfs, noise, sweep.noise_lrs,
                             sweep.noise_values).write(t.hparams / BS_NPZ)
     BatchSampledFile.of_rungs(search.bss, batch_size, search.rung_budgets, search.rung_perfs,
                               search.rung_losses).write(t.hparams / SAMPLED_NPZ)
     t.misc.record(batch_size=BatchSizeStep(
         noise_scale=noise, centre=centre, noise_batch_frac=s.noise_batch_frac, candidates=search.bss,
-        chosen=batch_size, reason=reason, rungs=search.rungs, lr_scaling=LR_SCALING,
+        chosen=batch_size, reason=decision.reason, rungs=search.rungs, lr_scaling=LR_SCALING, rule=decision.rule,
+        fallback=decision.fallback,
     ))
     return batch_size
 
@@ -191,21 +192,23 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
 
 
 def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size: int) -> FixedHyperparameters:
-    """The final recipe: the LR range, the batch size and the epochs of the triangular cycles."""
+    """The final recipe: the LR range, the batch size, the epochs and the schedule (cycles for the triangular one)."""
     s = t.s
     cycle_size_epochs, epochs = choose_schedule(t.n_train, train_examples=s.train_examples,
                                                 min_epochs=s.min_epochs, max_epochs=s.max_epochs, cycles=s.cycles)
-    logger.info("schedule: %d epochs, %d triangular cycle(s) of %.3g epochs", epochs, s.cycles, cycle_size_epochs)
+    final = FixedHyperparameters(
+        lr_start=float(lr_min), lr_end=float(lr_max), batch_size=int(batch_size),
+        cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), schedule=s.schedule,
+        warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay, **t.recipe.options.fields(),
+    )
+    description = describe_schedule(final)
+    logger.info("schedule: %s", description)
     t.misc.record(schedule=ScheduleStep(
         epochs=epochs, cycle_size_epochs=cycle_size_epochs, cycles=s.cycles, train_examples=s.train_examples,
-        n_train=t.n_train, lr_start=lr_min, lr_end=lr_max, lr_how=lr_how,
+        n_train=t.n_train, lr_start=lr_min, lr_end=lr_max, lr_how=lr_how, schedule=s.schedule,
+        warmup_epochs=s.warmup_epochs, description=description,
     ))
-    return FixedHyperparameters(
-        lr_start=float(lr_min), lr_end=float(lr_max), batch_size=int(batch_size),
-        cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), optimizer=s.optimizer,
-        momentum=s.momentum, weight_decay=s.weight_decay, betas=s.betas, eps=s.eps, schedule=s.schedule,
-        warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay,
-    )
+    return final
 
 
 # -- 1. LR range test ------------------------------------------------------------------------------

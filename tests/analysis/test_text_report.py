@@ -108,3 +108,38 @@ def test_render_index_links_only_present_files():
                         ["../results.npz"])
     assert 'src="lr_sweep.png"' in page and 'src="throughtime.gif"' in page and 'href="throughtime.mp4"' in page
     assert "video.mp4" not in page and "batch_size.png" not in page and 'href="../results.npz"' in page
+
+
+def test_the_summary_names_the_fallback_the_tie_rule_and_the_schedule_used():
+    from ignite_seg.analysis.text import decision_lines
+
+    misc = {"steps": {"batch_size": {
+        "reason": "initial_batch_size=16 (the grid batch size nearest it), because the gradient noise scale could "
+                  "not be measured; no candidate runs",
+        "rule": "fallback", "fallback": "the gradient noise scale could not be measured (NaN), so "
+                                        "initial_batch_size=16 stands in for 0.25 x the noise scale"}}}
+    hp = {**HP, "batch_size": 16, "schedule": "cosine", "warmup_epochs": 1.0}
+    info = _info(misc=misc, final_hp=hp, bs_sampled=None)
+    assert info.evidence["batch_size"][0].startswith("fallback: the gradient noise scale could not be measured (NaN)")
+    lines = decision_lines(info)
+    assert "- **batch size**: 16 — chosen by the rule: initial_batch_size=16 (the grid batch size nearest it), " \
+        "because the gradient noise scale could not be measured; no candidate runs" in lines
+    assert "- **learning rate**: range [0.003, 0.05] mapped onto the cosine schedule (tuned)" in lines
+    assert "- **schedule**: linear warmup from 0 over 1 epochs, then cosine decay from 0.05 to 0.003; 4 epochs" in lines
+    assert not any("triangular" in line or "cycles" in line for line in lines)
+    # the default triangular schedule keeps its cycles
+    assert "- **schedule**: triangular cycles between 0.003 and 0.05, 2 cycles of 2 epochs; 4 epochs" in \
+        decision_lines(_info())
+
+
+def test_the_batch_scene_says_when_the_noise_scale_fell_back_and_when_no_runs_decided():
+    from ignite_seg.analysis.batch import batch_info
+    from ignite_seg.analysis.scenes import batch_caption
+
+    bs, sampled = bs_arrays()
+    info = batch_info(bs, sampled, 64.0)
+    assert batch_caption(info) == "Batch size: noise scale B_simple ≈ 70; candidates scored with short runs " \
+        "(successive halving); chosen 64."
+    fell_back = info._replace(noise_scale=float("nan"), cand_bss=np.zeros(0), final_batch_size=16.0)
+    assert batch_caption(fell_back) == "Batch size: the noise scale could not be measured, so the initial batch " \
+        "size stood in for it; no candidate runs; chosen 16."
