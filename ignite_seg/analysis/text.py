@@ -21,6 +21,7 @@ from ..storage.schemas import (
     LRSweepFile,
     MiscFile,
     MiscSteps,
+    ScheduleStep,
 )
 from ._mpl import PERF_LABELS, fmt
 from .outcomes import Outcomes, best_label, outcome_lines, outcome_table, outcomes_info, outcomes_json
@@ -78,6 +79,8 @@ class SummaryInfo(NamedTuple):
     metrics: tuple[tuple[str, str, Mode], ...] = METRICS
     #: The completed trials' best checkpoints and early stops (:mod:`.outcomes`).
     outcomes: Outcomes = Outcomes()
+    #: How the tuned LR range was reached (``misc.json``'s schedule step: swept, rescanned, scaled)
+    lr_how: str | None = None
 
 
 def _f(a: Any) -> np.ndarray:
@@ -118,6 +121,22 @@ def _lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tupl
     elif div.size:
         out.append(f"no repeat diverged ({div.size} repeat(s))")
     return tuple(out)
+
+
+def _epochs_evidence(hp_kind: str, step: ScheduleStep | None, settings: Mapping[str, Any]) -> tuple[str, ...]:
+    """How the epochs were reached: the preset's examples per trial over the training items, clipped."""
+    if hp_kind == "fixed":
+        return ("given by the user (FixedHyperparameters)",)
+    if step is None or not step.train_examples or not step.n_train or step.epochs is None:
+        return (f"from the dataset size and the preset (min/max epochs); see {MISC_JSON}",)
+    text = (f"{step.epochs} epochs: about {step.train_examples:,} examples per trial (train_examples) / "
+            f"{step.n_train:,} training items = {step.train_examples / step.n_train:.3g}")
+    lo, hi = settings.get("min_epochs"), settings.get("max_epochs")
+    if lo is not None and hi is not None:
+        text += f", kept within [min_epochs, max_epochs] = [{lo}, {hi}]"
+    if step.cycles and step.cycles > 1:
+        text += f", rounded to {step.cycles} whole cycles"
+    return (text,)
 
 
 def _bs_evidence(bs: BatchSweepFile | None, sampled: BatchSampledFile | None, hp_kind: str,
@@ -202,12 +221,12 @@ def summary_info(
     hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
     hp = dict(final_hp or {})
     misc, lr, bs, bs_sampled = tuner
-    steps = MiscFile.from_json(misc).steps if isinstance(misc, Mapping) else MiscSteps()
+    misc_file = MiscFile.from_json(misc) if isinstance(misc, Mapping) else MiscFile()
+    steps = misc_file.steps
     lr_ev = _lr_evidence(LRSweepFile.coerce(lr), hp_kind, steps)
     bs_ev = _bs_evidence(BatchSweepFile.coerce(bs), BatchSampledFile.coerce(bs_sampled), hp_kind, steps)
     evidence = {"lr_start": lr_ev, "lr_end": lr_ev, "batch_size": bs_ev}
-    sched = ("given by the user (FixedHyperparameters)",) if hp_kind == "fixed" else (
-        f"from the dataset size and the preset (min/max epochs); see {MISC_JSON}",)
+    sched = _epochs_evidence(hp_kind, steps.schedule, misc_file.settings or {})
     evidence["cycle_size_epochs"] = sched
     evidence["epochs"] = sched
     ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
@@ -231,6 +250,7 @@ def summary_info(
         versions=dict(run.get("versions", {})), accuracy_style=str(run.get("accuracy_style", "classification")),
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, records),
+        lr_how=steps.schedule.lr_how if steps.schedule is not None else None,
     )
 
 
@@ -304,13 +324,16 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         schedule = hp.get("schedule", "triangular")
         span = f"cycles between {lo} and {hi}" if schedule == "triangular" else \
             f"range [{lo}, {hi}] mapped onto the {schedule} schedule"
-        out.append(f"- **learning rate**: {span} ({info.hp_kind})")
+        how = info.lr_how if info.hp_kind != "fixed" and info.lr_how else None
+        out.append(f"- **learning rate**: {span} ({info.hp_kind}{f': {how}' if how else ''})")
     if "batch_size" in hp:
         why = [e for e in info.evidence.get("batch_size", ()) if e.startswith(("chosen", "given"))]
         why = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in why]
         out.append(f"- **batch size**: {hp['batch_size']}" + (f" — {why[0]}" if why else ""))
     if "epochs" in hp:
-        out.append(f"- **schedule**: {schedule_line(hp)}")
+        epochs_why = info.evidence.get("epochs", ("",))[0]
+        out.append(f"- **schedule**: {schedule_line(hp)}"
+                   + (f" — {epochs_why}" if epochs_why and epochs_why[0].isdigit() else ""))
     s = info.stats["final_perf_val"]
     label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"
     if s.n > 1:

@@ -143,3 +143,20 @@ def test_the_batch_scene_says_when_the_noise_scale_fell_back_and_when_no_runs_de
     fell_back = info._replace(noise_scale=float("nan"), cand_bss=np.zeros(0), final_batch_size=16.0)
     assert batch_caption(fell_back) == "Batch size: the noise scale could not be measured, so the initial batch " \
         "size stood in for it; no candidate runs; chosen 16."
+
+
+def test_the_first_screen_says_how_the_lr_range_and_the_epochs_were_reached():
+    from ignite_seg.analysis.text import decision_lines
+
+    misc = {"settings": {"min_epochs": 5, "max_epochs": 100},
+            "steps": {"schedule": {"epochs": 21, "cycle_size_epochs": 21.0, "cycles": 1, "train_examples": 30000,
+                                   "n_train": 1437, "lr_how": "rescanned at batch size 16"}}}
+    info = _info(misc=misc, final_hp={**HP, "epochs": 21, "cycle_size_epochs": 21.0})
+    lines = decision_lines(info)
+    assert "- **learning rate**: cycles between 0.003 and 0.05 (tuned: rescanned at batch size 16)" in lines
+    why = ("21 epochs: about 30,000 examples per trial (train_examples) / 1,437 training items = 20.9, kept within "
+           "[min_epochs, max_epochs] = [5, 100]")
+    assert info.evidence["epochs"] == (why,)
+    assert any(line.startswith("- **schedule**: ") and line.endswith(" — " + why) for line in lines)
+    fixed = _info(run={**RUN, "hyperparameters": {"kind": "fixed"}}, misc=misc, lr=None, bs=None, bs_sampled=None)
+    assert "- **learning rate**: cycles between 0.003 and 0.05 (fixed)" in decision_lines(fixed)
