@@ -181,11 +181,10 @@ def plot_batch_size(info: BatchInfo, dpi: float = 110) -> Figure:
 def draw_batch_size(fig: Figure | SubFigure, info: BatchInfo, legend_size: float = 8, compact: bool = False) -> None:
     """The batch-size panels drawn into ``fig`` (a figure or a subfigure).
 
-    ``compact`` (the video) leaves out the noise-scale estimates panel when there are others.
+    ``compact`` (the video, a wide and short frame): every panel of the PNG, the titles wrapped to the
+    panel's width and the legends smaller, so that nothing runs into the next panel or is cut off.
     """
     panels = _panels(info)
-    if compact and len(panels) > 1:
-        panels = [p for p in panels if p != "noise"]
     axes = np.atleast_1d(fig.subplots(1, len(panels)))
     chosen = info.final_batch_size if np.isfinite(info.final_batch_size) else info.chosen
     for ax, panel in zip(axes, panels):
@@ -249,5 +248,9 @@ def draw_batch_size(fig: Figure | SubFigure, info: BatchInfo, legend_size: float
             ax.set_ylabel("gradient noise scale B_simple = tr(Σ)/|G|²")
             ax.set_title("Noise-scale estimates")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=legend_size, loc="best", framealpha=0.85)
+        ax.legend(fontsize=legend_size * (0.85 if compact else 1), loc="best", framealpha=0.85)
+        if compact:
+            ax.set_title(textwrap.fill(ax.get_title(), width=max(24, 100 // len(panels))), fontsize=10)
+            ax.set_ylabel(textwrap.fill(ax.get_ylabel(), width=32), fontsize=9)
+            ax.set_xlabel(textwrap.fill(ax.get_xlabel(), width=28), fontsize=9)
     fig.suptitle("Batch-size choice")

@@ -73,11 +73,16 @@ class RangeTestResult:
     choice: LRRangeChoice
     warnings: tuple[str, ...] = ()
 
+    def __repr__(self) -> str:  # the arrays are in the attributes; a repr that prints them all hides the answer
+        return (f"RangeTestResult(lr_min={self.lr_min:.4g}, lr_max={self.lr_max:.4g}, steepest_lr={self.steepest_lr:.4g}, "
+                f"noise_scale={self.noise_scale:.4g}, batch_size={self.batch_size}, repeats={self.losses.shape[0]}, "
+                f"points={self.lrs.size}, warnings={len(self.warnings)})")
+
     def plot(self) -> Figure:
         """The repeats' held-out loss against the learning rate, the chosen range shaded."""
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(6.4, 4.0))
+        fig = Figure(figsize=(6.4, 4.0), layout="constrained")  # room for the axis labels
         ax = fig.add_subplot()
         for r, curve in enumerate(self.holdout_losses):
             ax.plot(self.lrs, curve, color="C0", alpha=0.5, lw=1, label="held-out loss" if r == 0 else None)

@@ -64,6 +64,58 @@ def test_plot_batch_size_panels_and_noise_scale():
     assert len(plot_batch_size(only_candidates).axes) == 1
 
 
+def _inside(fig: Figure, texts) -> list[str]:
+    """The non-empty texts whose drawn extent leaves the figure (cut off in the picture)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    box = fig.bbox
+    out = []
+    for t in texts:
+        if t.get_text() and t.get_visible():
+            e = t.get_window_extent(renderer)
+            if e.x0 < box.x0 - 1 or e.x1 > box.x1 + 1 or e.y0 < box.y0 - 1 or e.y1 > box.y1 + 1:
+                out.append(t.get_text())
+    return out
+
+
+@pytest.mark.parametrize("height", [360, 1080])
+def test_the_videos_batch_scene_shows_every_panel_of_the_png_and_cuts_no_text(height):
+    from ignite_seg.analysis._mpl import new_figure
+    from ignite_seg.analysis.batch import draw_batch_size
+    from ignite_seg.analysis.movie import FIG_H, FIG_W, movie_size
+
+    bs, sampled = bs_arrays()
+    info = batch_info(bs, sampled, 64)
+    dpi, _, _ = movie_size(height)
+    fig = new_figure(FIG_W, FIG_H, dpi)
+    top, _caption = fig.subfigures(2, 1, height_ratios=[5.2, 1])
+    draw_batch_size(top, info, compact=True)
+    fig.canvas.draw()
+    png = plot_batch_size(info)
+    assert [ax.get_title().replace("\n", " ") for ax in fig.axes] == [ax.get_title() for ax in png.axes]
+    texts = [t for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
+    assert _inside(fig, texts) == []
+
+
+def test_the_range_test_figure_keeps_its_axis_labels_inside():
+    from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range, geometric_lrs
+    from ignite_seg.tuning.range_test import RangeTestResult
+
+    lrs = geometric_lrs(1e-4, 10.0, 100)
+    loss = (2.0 - 1.8 / (1.0 + np.exp(-(np.log10(lrs) + 1.0) / 0.3)))[None, :].repeat(2, axis=0)
+    choice = choose_lr_range(lrs, loss, RangeRule(window=5))
+    res = RangeTestResult(lrs, loss, loss, choice.lr_min, choice.lr_max, choice.steepest_lr, 40.0, 16, choice)
+    fig = res.plot()
+    _png(fig)
+    ax = fig.axes[0]
+    assert _inside(fig, [ax.title, ax.xaxis.label, ax.yaxis.label]) == []
+    assert repr(res).startswith("RangeTestResult(lr_min=") and "repeats=2, points=100" in repr(res)
+    assert len(repr(res)) < 200  # no arrays
+
+
 def test_plot_schedule_log_lr():
     fig = plot_schedule(schedule_info({"lr_start": 0.05, "lr_end": 0.5, "cycle_size_epochs": 2, "epochs": 4}))
     _png(fig)
