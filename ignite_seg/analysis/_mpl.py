@@ -92,8 +92,9 @@ def draw_band(ax: Axes, x: np.ndarray, band: Band, color: str, what: str, unit: 
     """
     n = int(band.n.max()) if band.n.size else 0
     kind = "geometric mean" if space == "log" and n > 1 else "mean"
-    units = unit[:-1] if n == 1 and unit.endswith("s") else unit  # "mean of 1 repeat"
-    ax.plot(x, band.mean, color=color, lw=2, label=f"{what}: {kind} of {n} {units}", **kw)
+    units = unit[:-1] if n == 1 and unit.endswith("s") else unit
+    label = f"{what}: {kind} of {n} {units}" if n > 1 else f"{what}: the only {units}, no mean"
+    ax.plot(x, band.mean, color=color, lw=2, label=label, **kw)
     if n > 1:
         if curves is not None:
             import warnings

@@ -142,7 +142,7 @@ def _draw_ranking(ax: Any, r: CandidateRanking) -> None:
     kept, cut = ~r.pruned & np.isfinite(r.values), r.pruned & np.isfinite(r.values)
     n = int(r.repeats[kept].max()) if kept.any() else 0
     ax.plot(r.bss[kept], r.values[kept], "s", color="k", ms=7, gid="candidates", zorder=4,
-            label=f"last rung: mean of {_repeats(n)}")
+            label=f"last rung: mean of {_repeats(n)}" if n > 1 else "last rung: the only repeat, no mean")
     if cut.any():
         ax.plot(r.bss[cut], r.values[cut], "x", color=COLORS["diverged"], ms=9, mew=2, gid="pruned", zorder=4,
                 label="pruned at an earlier rung (its score there)")
@@ -191,7 +191,7 @@ def draw_batch_size(fig: Figure | SubFigure, info: BatchInfo, legend_size: float
         if panel == "sweep":
             draw_trials(ax, info.bss, info.perfs, COLORS["val"], f"each repeat (N={info.perfs.shape[0]})")
             draw_band(ax, info.bss, info.band, COLORS["val"], "repeats", "repeats", curves=info.perfs)
-            if np.isfinite(info.perfs_smoothed).any():
+            if np.isfinite(info.perfs_smoothed).sum() >= 5:  # a smoothing through fewer points says nothing
                 ax.plot(info.bss, info.perfs_smoothed, color="k", ls="--", lw=1.2, label="smoothed mean")
             lo, hi = info.bs_range
             if np.isfinite(lo) and np.isfinite(hi):

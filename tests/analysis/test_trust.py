@@ -160,7 +160,7 @@ def test_batch_figure_plots_what_the_rule_ranked_read_from_bs_sampled(tmp_path: 
     assert "last rung: mean of 2 repeats" in texts
     assert any(tie[:40] in t.get_text().replace("\n", " ") for t in fig.axes[0].texts)
     one = BatchSampledFile.of_rungs([8, 16], 16, [1.0], [1 - l2[:1, :2]], [l2[:1, :2]])
-    assert "last rung: mean of 1 repeat" in _legend_texts(plot_batch_size(batch_info(None, one, 16, "loss")))
+    assert "last rung: the only repeat, no mean" in _legend_texts(plot_batch_size(batch_info(None, one, 16, "loss")))
 
 
 def test_hidden_layer_named_by_module_class_and_trial():
