@@ -27,13 +27,14 @@ from .exceptions import (  # noqa: E402
 if TYPE_CHECKING:  # the lazy names, typed for checkers and editors
     from .api import TrainResult, TrialSummary, load_model, train
     from .engine.batching import Data
+    from .param_sweep import SweepResult, sweep
     from .tune_only import TuneResult, tune
     from .tuning.range_test import RangeTestResult, lr_range_test
 
 _LAZY = {
     "Data": "engine.batching", "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api",
     "tune": "tune_only", "TuneResult": "tune_only", "lr_range_test": "tuning.range_test",
-    "RangeTestResult": "tuning.range_test",
+    "RangeTestResult": "tuning.range_test", "sweep": "param_sweep", "SweepResult": "param_sweep",
 }
 
 
@@ -56,6 +57,8 @@ __all__ = [
     "Data",
     "tune",
     "TuneResult",
+    "sweep",
+    "SweepResult",
     "lr_range_test",
     "RangeTestResult",
     "analyze",

@@ -171,9 +171,10 @@ def train(
     return run_validated(cfg, "train")
 
 
-def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
+def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) -> TrainResult:
     """The pipeline of a validated call: continuation check, probe, archive + lock, tune, trials,
-    collate, analyse. ``entry`` names the public function in the main-guard error."""
+    collate, analyse. ``entry`` names the public function in the main-guard error; ``runner``: a
+    pool shared with other runs (a sweep's points), left open, instead of one of the call's own."""
     specs = [*cfg.specs.values(), *cfg.metric_specs.values(), *cfg.handler_specs]  # all built in the workers
     uses_main = any(refers_to_main(spec) for spec in specs)
     check_main_guard(entry, uses_main and (cfg.executor is not None or start_method() != "fork"))  # forked: no import
@@ -186,7 +187,8 @@ def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
         with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
             run_info = run_record(cfg, previous, facts["val_names"])
             rf.write_run(run_info)
-            with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
+            with contextlib.ExitStack() as stack:
+                runner = runner or stack.enter_context(TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD))
                 hp = _hyperparameters(rf, runner, cfg, facts)
                 run_info["planned_trials"] = plan_trials(rf, cfg, previous, cfg.trials_at_once)
                 rf.write_run(run_info)  # the plan is on disk before any trial runs
