@@ -38,7 +38,15 @@ _LAZY = {
 }
 
 
+#: ignite-simple's modules (``import ignite_seg as ignite_simple``; ``ignite_simple.utils.split``), imported on use.
+_SUBMODULES = ("helper", "utils", "hyperparams", "gen_sweep")
+
+
 def __getattr__(name: str) -> object:
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name in _LAZY:
         import importlib
 
@@ -49,7 +57,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 __all__ = [
     "__version__",

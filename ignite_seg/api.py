@@ -17,6 +17,7 @@ from .config.checks import check_best, check_bool, check_choice, check_device, c
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.presets import resolve_hyperparameters
 from .config.specs import LoaderSpec, normalize_spec, refers_to_main
+from .engine.models import as_model
 from .engine.probe import probe_recipe
 from .engine.scoring import ACCURACY_STYLES
 from .exceptions import ConfigError, FolderError
@@ -439,8 +440,8 @@ def load_model(
             f"recorded model loader {info['loaders']['model'].get('describe')} (only for a folder you trust)."
         )
     if model is None:
-        model = LoaderSpec.from_json(info["loaders"]["model"]).build()
+        model = as_model(LoaderSpec.from_json(info["loaders"]["model"]).build())
     elif not isinstance(model, torch.nn.Module):
-        model = normalize_spec(model, "model").build()
+        model = as_model(normalize_spec(model, "model").build())
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return model

@@ -155,6 +155,10 @@ LAYERS = {
     "ignite_seg.reanalyze": 6,
     "ignite_seg.tune_only": 7,
     "ignite_seg.param_sweep": 7,
+    "ignite_seg.utils": 1,
+    "ignite_seg.hyperparams": 2,
+    "ignite_seg.helper": 7,
+    "ignite_seg.gen_sweep": 8,
     "ignite_seg.export": 6,
 }
 
