@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Literal, Sequence
 
+from . import utils  # noqa: F401  (a script importing the helper can torch.load its cached Subsets)
 from .analysis import analyze
 from .api import train
 

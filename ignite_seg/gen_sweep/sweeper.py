@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import utils  # noqa: F401  (a script importing the sweeper can torch.load its cached Subsets)
 from ..config.hyperparameters import HyperparameterSettings
 from ..exceptions import ConfigError
 from ..param_sweep import sweep as run_sweep
