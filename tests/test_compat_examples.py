@@ -129,3 +129,24 @@ def test_pair_model_trains_the_stripped_one_and_load_model_accepts_it(tmp_path):
     assert res.trials[0].status == "completed" and res.trials[0].perf_val > 0.8
     model = ignite_seg.load_model(tmp_path / "r", 0, model=("test_compat_examples", "pair_mlp", (), {}))
     assert isinstance(model, torch.nn.Sequential)
+
+
+class _Waiting(ignite_simple.gen_sweep.param_selectors.ParamSelector):
+    def has_more_trials(self):
+        return True
+
+    def get_next_trials(self):
+        return None
+
+
+def test_sweeper_refuses_selectors_it_cannot_run():
+    from ignite_seg.gen_sweep.param_selectors import FixedSweep
+    from ignite_seg.gen_sweep.sweeper import _selected
+
+    assert _selected(FixedSweep.with_fixed_trials([("Tanh",), ("ReLU",)], 3)) == ([("Tanh",), ("ReLU",)], 3)
+    with pytest.raises(ignite_seg.ConfigError, match="waits for results"):
+        _selected(_Waiting())
+    with pytest.raises(ignite_seg.ConfigError, match=r"different trial counts per point \(\[2, 3\]\)"):
+        _selected(FixedSweep(((("a",), 2), (("b",), 3))))
+    with pytest.raises(ignite_seg.ConfigError, match="names no point"):
+        _selected(FixedSweep(()))
