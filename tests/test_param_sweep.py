@@ -108,6 +108,11 @@ def test_bad_points_raise_config_error(tmp_path, points, grid, match):
     assert not (tmp_path / "sweep").exists()
 
 
+def test_trials_below_one_is_refused(tmp_path):
+    with pytest.raises(ignite_seg.ConfigError, match="trials must be an int >= 1"):
+        ignite_seg.sweep(MLP, BLOBS, CE, points=[{"n_hidden": 4}], **{**_kwargs(tmp_path), "trials": 0})
+
+
 def test_a_point_the_loader_refuses_is_refused_before_any_run(tmp_path):
     with pytest.raises(ignite_seg.ConfigError):
         ignite_seg.sweep(MLP, BLOBS, CE, points=[{"n_hidden": 4}, {"n_in": 5}], **_kwargs(tmp_path))

@@ -125,6 +125,9 @@ def sweep(
     ensure_logging()
     pts = check_points(points, grid)
     vary = check_vary(vary)
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ConfigError(f"trials must be an int >= 1 (trials per point), got {trials!r}; to tune only, call "
+                          "ignite_seg.tune per point.")
     root = resolve_folder_arg(folder, "folder")
     history = root.parent / "history" if history_folder is None else resolve_folder_arg(history_folder,
                                                                                         "history_folder")
