@@ -27,17 +27,26 @@ from .exceptions import (  # noqa: E402
 if TYPE_CHECKING:  # the lazy names, typed for checkers and editors
     from .api import TrainResult, TrialSummary, load_model, train
     from .engine.batching import Data
+    from .param_sweep import SweepResult, sweep
     from .tune_only import TuneResult, tune
     from .tuning.range_test import RangeTestResult, lr_range_test
 
 _LAZY = {
     "Data": "engine.batching", "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api",
     "tune": "tune_only", "TuneResult": "tune_only", "lr_range_test": "tuning.range_test",
-    "RangeTestResult": "tuning.range_test",
+    "RangeTestResult": "tuning.range_test", "sweep": "param_sweep", "SweepResult": "param_sweep",
 }
 
 
+#: ignite-simple's modules (``import ignite_seg as ignite_simple``; ``ignite_simple.utils.split``), imported on use.
+_SUBMODULES = ("helper", "utils", "hyperparams", "gen_sweep")
+
+
 def __getattr__(name: str) -> object:
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name in _LAZY:
         import importlib
 
@@ -48,7 +57,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 __all__ = [
     "__version__",
@@ -56,6 +65,8 @@ __all__ = [
     "Data",
     "tune",
     "TuneResult",
+    "sweep",
+    "SweepResult",
     "lr_range_test",
     "RangeTestResult",
     "analyze",

@@ -17,6 +17,7 @@ from .config.checks import check_best, check_bool, check_choice, check_device, c
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.presets import resolve_hyperparameters
 from .config.specs import LoaderSpec, normalize_spec, refers_to_main
+from .engine.models import as_model
 from .engine.probe import probe_recipe
 from .engine.scoring import ACCURACY_STYLES
 from .exceptions import ConfigError, FolderError
@@ -172,9 +173,10 @@ def train(
     return run_validated(cfg, "train")
 
 
-def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
+def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) -> TrainResult:
     """The pipeline of a validated call: continuation check, probe, archive + lock, tune, trials,
-    collate, analyse. ``entry`` names the public function in the main-guard error."""
+    collate, analyse. ``entry`` names the public function in the main-guard error; ``runner``: a
+    pool shared with other runs (a sweep's points), left open, instead of one of the call's own."""
     specs = [*cfg.specs.values(), *cfg.metric_specs.values(), *cfg.handler_specs]  # all built in the workers
     uses_main = any(refers_to_main(spec) for spec in specs)
     check_main_guard(entry, uses_main and (cfg.executor is not None or start_method() != "fork"))  # forked: no import
@@ -187,7 +189,8 @@ def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
         with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
             run_info = run_record(cfg, previous, facts["val_names"])
             rf.write_run(run_info)
-            with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
+            with contextlib.ExitStack() as stack:
+                runner = runner or stack.enter_context(TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD))
                 with failure_recorded(rf, run_info, "tuning"):
                     hp = _hyperparameters(rf, runner, cfg, facts)
                 run_info["planned_trials"] = plan_trials(rf, cfg, previous, cfg.trials_at_once)
@@ -440,8 +443,8 @@ def load_model(
             f"recorded model loader {info['loaders']['model'].get('describe')} (only for a folder you trust)."
         )
     if model is None:
-        model = LoaderSpec.from_json(info["loaders"]["model"]).build()
+        model = as_model(LoaderSpec.from_json(info["loaders"]["model"]).build())
     elif not isinstance(model, torch.nn.Module):
-        model = normalize_spec(model, "model").build()
+        model = as_model(normalize_spec(model, "model").build())
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return model

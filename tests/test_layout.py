@@ -16,7 +16,7 @@ MAX_MODULE_LINES = 450
 MAX_BODY_LINES = 60
 MAX_FIGURE_BODY_LINES = 120
 MAX_PARAMS = 8
-ENTRY_POINTS = {"train", "tune", "lr_range_test"}
+ENTRY_POINTS = {"train", "tune", "lr_range_test", "sweep"}
 
 
 def _modules() -> list[Path]:
@@ -154,6 +154,11 @@ LAYERS = {
     "ignite_seg.api": 6,
     "ignite_seg.reanalyze": 6,
     "ignite_seg.tune_only": 7,
+    "ignite_seg.param_sweep": 7,
+    "ignite_seg.utils": 1,
+    "ignite_seg.hyperparams": 2,
+    "ignite_seg.helper": 7,
+    "ignite_seg.gen_sweep": 8,
     "ignite_seg.export": 6,
 }
 

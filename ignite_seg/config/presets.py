@@ -85,6 +85,8 @@ def get_preset(name: str) -> HyperparameterSettings:
 
 def resolve_hyperparameters(value: Any) -> HyperparameterSettings | FixedHyperparameters:
     """Turn the ``hyperparameters`` argument of ``train()`` into a settings record."""
+    if callable(getattr(value, "to_settings", None)):  # ignite_seg.hyperparams' mutable settings
+        value = value.to_settings()
     if isinstance(value, (HyperparameterSettings, FixedHyperparameters)):
         return value
     if isinstance(value, str):

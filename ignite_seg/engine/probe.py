@@ -17,6 +17,7 @@ from ..config.checks import check_choice
 from ..config.specs import LoaderSpec
 from ..exceptions import ConfigError
 from .batching import BatchSource, Data, as_data, default_prepare_batch, tensor_pair
+from .models import as_model
 from .scoring import ACCURACY_STYLES
 
 __all__ = ["probe_recipe"]
@@ -24,24 +25,33 @@ __all__ = ["probe_recipe"]
 
 def _call(spec: LoaderSpec, argname: str) -> Any:
     try:
-        return spec.build()
-    except (ImportError, AttributeError) as exc:
-        if spec.fn is None:
-            raise ConfigError(
-                f"{argname}: cannot find {spec.module}.{spec.attr} ({type(exc).__name__}: {exc}). "
-                "Check the module and attribute names, and that the module is importable."
-            ) from None
-        raise _raised(spec, argname, exc) from None
-    except Exception as exc:
-        raise _raised(spec, argname, exc) from None
+        fn = spec.resolve()
+    except (ImportError, AttributeError) as exc:  # finding the loader, not running it
+        raise ConfigError(
+            f"{argname}: cannot find {spec.module}.{spec.attr} ({type(exc).__name__}: {exc}). "
+            "Check the module and attribute names, and that the module is importable."
+        ) from exc
+    try:
+        return fn(*spec.args, **dict(spec.kwargs))
+    except Exception as exc:  # raised inside the loader: its traceback is kept (chained, and in the message)
+        raise _raised(spec, argname, exc) from exc
+
+
+#: The hint for a dataset cached with ``torch.save`` that ``torch.load`` refuses (torch >= 2.6).
+_WEIGHTS_ONLY_HINT = (
+    "The loader's torch.load refused a pickled object (torch >= 2.6 loads with weights_only=True). For a "
+    "(Subset, Subset) of a TensorDataset, `import ignite_seg.utils` in the loader's module (it allows those "
+    "classes); for other classes, pass weights_only=False to torch.load (only for a file you wrote yourself) "
+    "or cache tensors instead (torch.save((x, y), path))."
+)
 
 
 def _raised(spec: LoaderSpec, argname: str, exc: BaseException) -> ConfigError:
-    where = traceback.format_exception(exc)[-2].strip() if len(traceback.format_exception(exc)) > 1 else ""
-    return ConfigError(
-        f"{argname}={spec.describe()} raised {type(exc).__name__}: {exc}\n  {where}\n"
-        "Fix the loader so that it runs without error in this process."
-    )
+    frames = traceback.format_exception(exc)[1:-1]  # the loader's frames, without the header and the last line
+    where = "".join(frames[-6:]).rstrip()
+    hint = _WEIGHTS_ONLY_HINT if "weights_only" in str(exc) or "Unsupported global" in str(exc) else (
+        "Fix the loader so that it runs without error in this process.")
+    return ConfigError(f"{argname}={spec.describe()} raised {type(exc).__name__}: {exc}\n{where}\n{hint}")
 
 
 def _check_dataset(name: str, ds: Any, argname: str, pairs: bool = True) -> int:
@@ -89,7 +99,7 @@ def probe_recipe(
     """
     check_choice("accuracy_style", accuracy_style, ACCURACY_STYLES)
     with torch.random.fork_rng(devices=[]):
-        model = _call(model_spec, "model_loader")
+        model = as_model(_call(model_spec, "model_loader"))
         if not isinstance(model, torch.nn.Module):
             raise ConfigError(
                 f"model_loader={model_spec.describe()} returned {type(model).__name__}, not a "

@@ -52,6 +52,7 @@ from .best import attach_best
 from .checkpoints import CheckpointPlan, CheckpointReport, attach_checkpoints
 from .ema import attach_ema
 from .handlers import DivergenceStop
+from .models import as_model
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
 from .schedules import build_scheduler
 from .scoring import AccuracyStyle, Scorer
@@ -155,7 +156,7 @@ class Recipe:
 
 def build_recipe(model: LoaderSpec, dataset: LoaderSpec, loss: LoaderSpec) -> Recipe:
     """Call the three loaders (the model first, so its initialisation follows the seed)."""
-    net = model.build()
+    net = as_model(model.build())  # ignite-simple's (with hidden outputs, stripped) pair: the stripped one
     data = as_data(dataset.build(), f"dataset_loader={dataset.describe()}")
     return Recipe(net, data, loss.build())
 
