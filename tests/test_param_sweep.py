@@ -33,7 +33,7 @@ def test_sweep_three_points_two_trials_on_two_workers(tmp_path):
     for k, hidden in enumerate([2, 8, 32]):
         run = json.loads((root / "points" / str(k) / "run.json").read_text())
         assert run["state"] == "complete" and run["seed"] == point_seed(0, k)
-        assert f"'n_hidden': {hidden}" in run["loaders"]["model"]["describe"]
+        assert f"tasks.mlp(n_hidden={hidden})" == run["loaders"]["model"]["describe"]
         assert len(res.runs[k].completed) == 2
         model = ignite_seg.load_model(root / "points" / str(k), 0, model=("tasks", "mlp", (), {"n_hidden": hidden}))
         assert model[0].out_features == hidden  # the point's argument reached the model loader
