@@ -59,7 +59,7 @@ from .lr_range import (
     smooth_curves,
 )
 from .noise_scale import pooled_noise_scale
-from .schedule import choose_schedule
+from .schedule import choose_schedule, schedule_lrs
 from .task_store import TASKS_DIR, TaskStore
 
 __all__ = ["tune", "holdout_indices", "derive_seed"]
@@ -196,12 +196,14 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
     cycle_size_epochs, epochs = choose_schedule(t.n_train, train_examples=s.train_examples,
                                                 min_epochs=s.min_epochs, max_epochs=s.max_epochs, cycles=s.cycles)
     logger.info("schedule: %d epochs, %d triangular cycle(s) of %.3g epochs", epochs, s.cycles, cycle_size_epochs)
+    lrs = schedule_lrs(s.schedule, lr_min, lr_max)  # the peak of a peak-first schedule lies inside the range
     t.misc.record(schedule=ScheduleStep(
         epochs=epochs, cycle_size_epochs=cycle_size_epochs, cycles=s.cycles, train_examples=s.train_examples,
-        n_train=t.n_train, lr_start=lr_min, lr_end=lr_max, lr_how=lr_how,
+        n_train=t.n_train, lr_start=lrs.lr_start, lr_end=lrs.lr_end, lr_how=lr_how, range_min=lr_min,
+        range_max=lr_max, schedule=s.schedule, mapping=lrs.mapping,
     ))
     return FixedHyperparameters(
-        lr_start=float(lr_min), lr_end=float(lr_max), batch_size=int(batch_size),
+        lr_start=float(lrs.lr_start), lr_end=float(lrs.lr_end), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), optimizer=s.optimizer,
         momentum=s.momentum, weight_decay=s.weight_decay, betas=s.betas, eps=s.eps, schedule=s.schedule,
         warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay,
@@ -370,8 +372,10 @@ def _range_step(
         task_seconds=[r.seconds for r in curves.ordered], prepare_seconds=[r.prepare_seconds for r in curves.ordered],
         points_used=choice.n_valid, range_hits_sweep_end=choice.hit_end,
         anchored_at_loss_minimum=choice.anchored_at_minimum,
+        settled_lr=choice.settled_lr,
         rule=f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
-             f"within {s.lr_window_decades} decades below the last usable lr and not past the valley floor",
+             f"within {s.lr_window_decades} decades below the last usable lr (or below where the loss settled at its floor, "
+             "when it was flat there) and not past the valley floor",
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",
