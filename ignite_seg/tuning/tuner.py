@@ -4,6 +4,7 @@
 
     LR range test -> noise scale -> batch-size candidates (successive halving)
                   -> rescan of the LR range at the chosen batch size (optional) -> schedule
+                  -> recipe check (short runs; back off the LRs until one improves: tuning/guard.py)
 
 Every parallel piece (sweep repeats, candidate runs) is a task of :mod:`ignite_seg.engine.sweeps` run on
 the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner`; the maths lives in the pure modules
@@ -49,6 +50,7 @@ from ..storage.schemas import (
 from .batch_runs import BatchSearch, batch_search
 from .batch_search import LR_SCALING, batch_candidates, centre_batch, scale_lr
 from .context import TuneRun, derive_seed, last_line, run_tasks
+from .guard import guard_recipe
 from .lr_range import (
     LRRangeChoice,
     RangeRule,
@@ -113,6 +115,7 @@ def tune(
     batch_size = _choose_batch_size(t, sweep)  # 2. noise scale, then batch-size candidates
     lr_min, lr_max, lr_how = _final_lr_range(t, sweep, batch_size)  # 3. optional rescan at that batch size
     final = _schedule(t, lr_min, lr_max, lr_how, batch_size)  # 4. schedule
+    final = guard_recipe(t, final)  # 5. a short run must improve on its start, else back off
     t.misc.finish(time.perf_counter() - t_start, final.to_dict())
     write_json(t.hparams / FINAL_JSON, final.to_dict())  # last: marks the tune as complete
     logger.info("tuning done in %.1f s: %s", time.perf_counter() - t_start, final)
