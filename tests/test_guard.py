@@ -117,3 +117,46 @@ def test_a_recipe_that_diverges_at_every_back_off_raises_a_tuning_error(runner, 
         guard_recipe(t, hp)
     g = _guard_record(tmp_path)
     assert len(g.attempts) == GUARD_MAX_BACKOFFS + 1 and not any(a.passed for a in g.attempts)
+
+
+# -- the report: trials whose train loss rose, the recipe check's line ------------------------------
+def test_a_trial_whose_train_loss_rose_is_flagged_in_the_caller_log_and_the_summary(caplog):
+    from ignite_seg.analysis.outcomes import loss_rise
+    from ignite_seg.analysis.text import render_markdown, summary_info, summary_json
+    from ignite_seg.engine.trainer import TrialOutcome
+    from ignite_seg.run_plan import log_trial
+
+    assert loss_rise([2.3, np.nan, 40.0]) == (2.3, 40.0) and loss_rise([2.3, 2.3]) is None and loss_rise([1.0]) is None
+    bad = TrialOutcome(trial_id=3, status="completed", seconds=1.0, started_at=0.0, pid=1,
+                       throughtime={"losses_train": np.array([2.3, 9.0, 40.0])})
+    good = TrialOutcome(trial_id=4, status="completed", seconds=1.0, started_at=0.0, pid=1,
+                        throughtime={"losses_train": np.array([2.3, 0.5, 0.1])})
+    with caplog.at_level("WARNING", logger="ignite_seg"):
+        log_trial(bad)
+        log_trial(good)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "trial 3" in warned[0] and "2.3 -> 40" in warned[0]
+
+    tt = {"trial_ids": np.array([3, 4]), "losses_train": np.array([[2.3, 9.0, 40.0], [2.3, 0.5, 0.1]])}
+    info = summary_info({"accuracy_style": "classification"}, {}, None, [], throughtimes=tt)
+    md = render_markdown(info)
+    assert "train loss rose" in md and "trial 3: 2.3 -> 40" in md and "trial 4" not in md.split("train loss rose")[1][:80]
+    assert summary_json(info)["trials"]["train_loss_rose"] == [{"trial_id": 3, "first": 2.3, "last": 40.0}]
+    assert "train loss rose" not in render_markdown(summary_info({}, {}, None, [], throughtimes=None))
+
+
+def test_the_recipe_check_is_a_decision_line_of_the_report(runner, tmp_path):
+    from ignite_seg.analysis.text import render_markdown, summary_info
+
+    t = _tune_run(runner, tmp_path, "regression", "linear", "MSELoss")
+    guard_recipe(t, FixedHyperparameters(lr_start=3.0, lr_end=10.0, batch_size=16, cycle_size_epochs=5.0, epochs=5))
+    misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
+    md = render_markdown(summary_info({}, {}, None, [], tuner_misc(misc)))
+    line = next(ln for ln in md.splitlines() if ln.startswith("- **recipe check**"))
+    assert "backed off" in line and "held-out loss fell" in line
+
+
+def tuner_misc(misc):
+    from ignite_seg.analysis.text import TunerFiles
+
+    return TunerFiles(misc=misc)

@@ -21,7 +21,17 @@ from ..storage.schemas import (
     MiscSteps,
 )
 from ._mpl import PERF_LABELS, fmt
-from .outcomes import Outcomes, best_label, outcome_lines, outcome_table, outcomes_info, outcomes_json
+from .outcomes import (
+    Outcomes,
+    Rise,
+    best_label,
+    outcome_lines,
+    outcome_table,
+    outcomes_info,
+    outcomes_json,
+    rise_lines,
+    rising_trials,
+)
 from .stats import Mode, Stats, describe, space_of
 
 __all__ = ["SummaryInfo", "Problem", "TunerFiles", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
@@ -76,6 +86,8 @@ class SummaryInfo(NamedTuple):
     metrics: tuple[tuple[str, str, Mode], ...] = METRICS
     #: The completed trials' best checkpoints and early stops (:mod:`.outcomes`).
     outcomes: Outcomes = Outcomes()
+    #: The completed trials whose training loss ended above where it began.
+    rising: tuple[Rise, ...] = ()
 
 
 def _f(a: Any) -> np.ndarray:
@@ -189,10 +201,12 @@ def summary_info(
     records: Sequence[Mapping[str, Any]],
     tuner: TunerFiles = TunerFiles(),
     title: str = "run",
+    throughtimes: Mapping[str, np.ndarray] | None = None,
 ) -> SummaryInfo:
     """Everything the summary says, from the folder's records (pure).
 
-    ``tuner.misc`` is ``misc.json`` as read (shown as it is); the tuner files come as records or their arrays.
+    ``tuner.misc`` is ``misc.json`` as read (shown as it is); the tuner files come as records or their arrays;
+    ``throughtimes`` (``throughtimes.npz``) shows which trials' training loss rose.
     """
     hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
     hp = dict(final_hp or {})
@@ -226,6 +240,7 @@ def summary_info(
         versions=dict(run.get("versions", {})), accuracy_style=str(run.get("accuracy_style", "classification")),
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, records),
+        rising=rising_trials(throughtimes),
     )
 
 
@@ -293,6 +308,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
     if "epochs" in hp:
         cyc = hp.get("cycle_size_epochs")
         out.append(f"- **schedule**: {hp['epochs']} epochs" + (f", triangular cycles of {_short(cyc)} epochs" if cyc else ""))
+    out += _guard_lines(info.misc)
     s = info.stats["final_perf_val"]
     label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"
     if s.n > 1:
@@ -301,11 +317,23 @@ def decision_lines(info: SummaryInfo) -> list[str]:
     elif s.n == 1:
         out.append(f"- **{label}**: {fmt(s.mean, 4)} (one trial: no interval)")
     out += outcome_lines(info.outcomes, _best_label(info))
+    out += rise_lines(info.rising)
     bad = c.get("diverged", 0) + c.get("failed", 0) + c.get("unfinished", 0)
     out.append(f"- **failures**: {c.get('diverged', 0)} diverged, {c.get('failed', 0)} failed"
                + (f", {c['unfinished']} unfinished" if c.get("unfinished") else "")
                + (" (see below)" if bad else ""))
     return out
+
+
+def _guard_lines(misc: Any) -> list[str]:
+    """The recipe check's line (``misc.json`` ``steps.guard``): its verdict and which rule decided."""
+    g = MiscFile.from_json(misc).steps.guard if isinstance(misc, Mapping) else None
+    if g is None or not g.attempts:
+        return []
+    last = g.attempts[-1]
+    return [f"- **recipe check**: {len(g.attempts)} short run(s) of {g.steps} steps x {g.repeats}; {g.decided_by}"
+            f"{' — a fallback' if g.fallback else ''}; last: lr {_short(last.lr_start)} -> {_short(last.lr_end)}, "
+            f"{last.verdict}"]
 
 
 def _best_label(info: SummaryInfo) -> str:
@@ -394,6 +422,7 @@ def summary_json(info: SummaryInfo) -> dict[str, Any]:
             "final": {key: stat(info.stats[key]) for key, _l, _m in info.metrics},
             "seconds": stat(info.seconds),
             "problems": [p._asdict() for p in info.problems],
+            "train_loss_rose": [r._asdict() for r in info.rising],
             **outcomes_json(info.outcomes),
         },
         "tuner": info.misc,
