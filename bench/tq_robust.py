@@ -8,6 +8,10 @@ For one task, one preset and one recipe family, in one run on one pool:
 3. the anchor: Adam (AdamW, weight decay 0) at 1e-3, batch 64, constant LR, the same epochs, as many trials;
 4. print and write (``--out``) val perf mean ± standard error of each, the recipes and the guard's record.
 
+``--grid-peaks 1e-4,3e-4,...`` instead trains the recipe family at each peak LR (``lr_start = peak / 10``,
+``--grid-batch``, ``--grid-epochs``, ``--trials`` seeds each): the curve of val perf against the peak on
+which a tuned peak can be placed.
+
 Recipes: ``sgd`` (the preset as it is) and ``adamw-cosine`` (``optimizer="adamw", weight_decay=0.01,
 schedule="cosine", warmup_epochs=2.0`` on the preset, as in issue 25). Tasks: ``easy_mnist``
 (:mod:`bench.tq_robust_tasks`, learned within the sweep) and those of :mod:`bench.tune_quality`.
@@ -56,6 +60,25 @@ def _summary(perfs: list[float]) -> dict[str, Any]:
             "failed": int((~np.isfinite(a)).sum())}
 
 
+def _grid(runner: Any, task: dict[str, Any], args: Any) -> list[dict[str, Any]]:
+    """Val perf of the recipe family at each peak LR of ``--grid-peaks`` (``--trials`` seeds each)."""
+    from bench.tune_quality import _run_trials
+    from ignite_seg import FixedHyperparameters
+
+    s = _settings(args.preset, args.recipe)
+    rows = []
+    for peak in (float(v) for v in args.grid_peaks.split(",")):
+        hp = FixedHyperparameters(lr_start=peak / 10, lr_end=peak, batch_size=args.grid_batch,
+                                  cycle_size_epochs=float(args.grid_epochs), epochs=args.grid_epochs,
+                                  optimizer=s.optimizer, weight_decay=s.weight_decay, schedule=s.schedule,
+                                  warmup_epochs=s.warmup_epochs, momentum=s.momentum)
+        res = _summary([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan
+                        for o in _run_trials(runner, task, [(hp, 7000 + t) for t in range(args.trials)])])
+        rows.append({"peak": peak, **res})
+        print(f"[grid {args.task} {args.recipe}] peak {peak:.3g}: val {res['mean']:.4f} ± {res['sem']:.4f}", flush=True)
+    return rows
+
+
 def main() -> None:
     from bench.tune_quality import TASKS, _facts, _run_trials, _specs
     from ignite_seg import FixedHyperparameters
@@ -72,12 +95,19 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--final", default=None, help="a final.json to train instead of tuning")
     ap.add_argument("--no-anchor", action="store_true")
+    ap.add_argument("--grid-peaks", default=None)
+    ap.add_argument("--grid-batch", type=int, default=32)
+    ap.add_argument("--grid-epochs", type=int, default=21)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     task = TASKS[args.task]
     out: dict[str, Any] = {"task": args.task, "preset": args.preset, "recipe": args.recipe, "tunes": []}
     with TaskRunner(2) as runner:
+        if args.grid_peaks:
+            out["grid"] = _grid(runner, task, args)
+            Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+            return
         if args.final:
             recipes = [FixedHyperparameters.from_dict(json.loads(Path(args.final).read_text()))]
         else:
