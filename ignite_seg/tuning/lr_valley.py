@@ -91,7 +91,9 @@ def eligible_slopes(d: np.ndarray, x: np.ndarray, valley: np.ndarray, window: in
     x_floor = x[valley_min + int(rise[0]) - 1] if rise.size else x[-1]
     settled = valley[valley_min] + SETTLED_TOL * gain
     x_top, x_settled = x[-1], _settled_at(x, valley, settled)
-    if x_settled is not None and np.all(valley[x >= x_top - window_decades] <= settled):
+    inside = valley[x >= x_top - window_decades]
+    inside = inside[np.isfinite(inside)]  # a sampled curve (NaN between samples) is judged on its samples
+    if x_settled is not None and inside.size >= MIN_POINTS and np.all(inside <= settled):
         x_top = x_settled  # the whole window below the sweep's end sits at the floor: it ends where the loss settled
     else:
         x_settled = None
