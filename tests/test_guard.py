@@ -160,3 +160,16 @@ def tuner_misc(misc):
     from ignite_seg.analysis.text import TunerFiles
 
     return TunerFiles(misc=misc)
+
+
+def test_the_report_says_when_the_window_moved_below_the_settled_loss():
+    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
+
+    lrs = np.geomspace(1e-4, 10, 50)
+    lr = {"lrs": lrs, "losses": np.exp(-lrs)[None, :], "lr_range": np.array([0.007, 0.064]),
+          "diverged_lr": np.array([np.nan])}
+    misc = {"steps": {"lr_range": {"lr_min": 0.007, "lr_max": 0.064, "settled_lr": 0.069}}}
+    md = render_markdown(summary_info({}, {"lr_start": 0.007, "lr_end": 0.064}, None, [], TunerFiles(misc=misc, lr=lr)))
+    assert "the loss at its floor by lr 0.069" in md and "no repeat diverged" in md
+    misc["steps"]["lr_range"]["settled_lr"] = None
+    assert "at its floor" not in render_markdown(summary_info({}, {"lr_start": 0.007, "lr_end": 0.064}, None, [], TunerFiles(misc=misc, lr=lr)))

@@ -111,9 +111,12 @@ def _lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tupl
         "(geometric)",
         f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: the steepest sustained improvement of the smoothed "
         + ("held-out loss (a slice of the training set, measured after every step)" if held_out else "loss")
-        + " against log LR",
+        + " against log LR, within the window the rule looks in (misc.json: lr_range.rule)",
     ]
     used = steps.used_lr_range
+    if used is not None and used.settled_lr is not None:
+        out.append(f"no divergence and the loss at its floor by lr {fmt(used.settled_lr)} (95% of its improvement "
+                   "made): the window was moved below there, where the slope still means something")
     if used is not None and used.anchored_at_loss_minimum:
         out.append("lr_max is the centre of the valley's bottom: the loss crept up past its minimum without "
                    "diverging, so the range ends at the minimum (located on the held-out loss)")
