@@ -9,6 +9,7 @@ import pytest
 
 from ignite_seg import FixedHyperparameters, TuningError, get_preset
 from ignite_seg.config.specs import normalize_spec
+from ignite_seg.engine.guard_run import compressed
 from ignite_seg.engine.schedules import simulate_lrs
 from ignite_seg.runtime.tasks import TaskRunner
 from ignite_seg.storage.run_folder import RunFolder
@@ -18,7 +19,6 @@ from ignite_seg.tuning.guard import (
     GUARD_MAX_BACKOFFS,
     GUARD_MIN_STEPS,
     GUARD_STEPS,
-    compressed,
     guard_recipe,
     guard_steps,
     judge,

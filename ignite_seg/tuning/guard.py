@@ -4,7 +4,8 @@ A range test can be fooled (a task learned within the sweep, a curve that never 
 optimizer flat for decades), and nothing else checks the recipe before the trials run it. So after the
 schedule is chosen, :func:`guard_recipe` trains the final recipe — its optimizer, batch size and
 schedule shape (warmup, cycle or decay) compressed into :func:`guard_steps` optimizer steps — from
-:data:`GUARD_REPEATS` seeded initialisations, in the tune's worker pool. The recipe passes when every
+:data:`GUARD_REPEATS` seeded initialisations, in the tune's worker pool (the worker task is
+:func:`ignite_seg.engine.guard_run.run_guard`). The recipe passes when every
 repeat's loss on the held-out slice of the training set is finite at the end and their mean is below
 the mean at the start by :data:`GUARD_MARGIN` (:func:`judge`). If not, both learning rates are divided by
 :data:`GUARD_BACKOFF` and the check runs again, at most :data:`GUARD_MAX_BACKOFFS` times.
@@ -25,28 +26,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import time
-import traceback
-from dataclasses import dataclass
-from typing import Hashable, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
-import torch
-from ignite.engine import Events
 
 from ..config.hyperparameters import FixedHyperparameters
-from ..engine.batching import Batches
-from ..engine.handlers import DivergenceStop
-from ..engine.schedules import build_scheduler
-from ..engine.sweeps import RecipeSpec, _make_optimizer, _prepare
-from ..engine.trainer import create_trainer
+from ..engine.guard_run import GuardResult, GuardTask, run_guard
 from ..exceptions import TuningError
 from ..storage.schemas import GuardAttempt, GuardStep
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
 __all__ = [
     "GUARD_STEPS", "GUARD_MIN_STEPS", "GUARD_REPEATS", "GUARD_MARGIN", "GUARD_BACKOFF", "GUARD_MAX_BACKOFFS",
-    "GuardTask", "GuardResult", "Verdict", "guard_steps", "compressed", "judge", "run_guard", "guard_recipe",
+    "Verdict", "guard_steps", "judge", "guard_recipe",
 ]
 
 logger = logging.getLogger(__name__)
@@ -65,32 +57,6 @@ GUARD_BACKOFF = 10**0.5
 GUARD_MAX_BACKOFFS = 4
 
 
-@dataclass(frozen=True)
-class GuardTask:
-    """One short run of ``hparams`` (its schedule compressed into ``steps`` steps)."""
-
-    key: Hashable
-    recipe: RecipeSpec
-    hparams: FixedHyperparameters
-    seed: int
-    steps: int
-    device_index: int = 0
-
-
-@dataclass
-class GuardResult:
-    """Held-out loss before and after one short run."""
-
-    key: Hashable
-    status: str  # "completed" | "diverged" | "failed"
-    start_loss: float = math.nan
-    end_loss: float = math.nan
-    iterations: int = 0
-    seconds: float = 0.0
-    examples: int = 0
-    error: str | None = None
-
-
 class Verdict(NamedTuple):
     passed: bool
     reason: str
@@ -99,13 +65,6 @@ class Verdict(NamedTuple):
 def guard_steps(trial_steps: int) -> int:
     """Steps of a short run: a quarter of the trial's, within ``[GUARD_MIN_STEPS, GUARD_STEPS]``."""
     return int(min(GUARD_STEPS, max(GUARD_MIN_STEPS, trial_steps // 4)))
-
-
-def compressed(hp: FixedHyperparameters) -> FixedHyperparameters:
-    """``hp`` as one epoch: the cycles and the warmup as fractions of the run, so that the schedule
-    built with ``iters_per_epoch = steps`` has the trial's shape in ``steps`` steps."""
-    return dataclasses.replace(hp, epochs=1, cycle_size_epochs=hp.cycle_size_epochs / hp.epochs,
-                               warmup_epochs=hp.warmup_epochs / hp.epochs)
 
 
 def judge(start: Sequence[float], end: Sequence[float], margin: float = GUARD_MARGIN) -> Verdict:
@@ -128,33 +87,6 @@ def judge(start: Sequence[float], end: Sequence[float], margin: float = GUARD_MA
         return Verdict(True, f"held-out loss fell: {s.mean():.4g} -> {e.mean():.4g} (needs <= {need:.4g})")
     word = "rose" if e.mean() > s.mean() else "did not fall enough"
     return Verdict(False, f"held-out loss {word}: {s.mean():.4g} -> {e.mean():.4g} (needs <= {need:.4g})")
-
-
-def run_guard(task: GuardTask) -> GuardResult:
-    """One short run of the recipe (a worker task): held-out loss at the start and at the end."""
-    t0 = time.perf_counter()
-    result = GuardResult(task.key, "failed")
-    try:
-        prep = _prepare(task.recipe, task.seed, task.device_index)
-        hp = task.hparams
-        result.start_loss = float(prep.scorer.measure(prep.model, prep.holdout)["loss"])
-        batches = Batches(prep.fit, hp.batch_size, torch.Generator().manual_seed(task.seed))
-        optimizer = _make_optimizer(task.recipe, prep.model, hp.lr_start)
-        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, grad_clip_norm=hp.grad_clip_norm,
-                                amp=hp.amp, prepare_batch=prep.prepare_batch)
-        engine.add_event_handler(Events.ITERATION_STARTED, build_scheduler(compressed(hp), task.steps, optimizer))
-        stop = DivergenceStop()
-        stop.attach(engine)
-        state = engine.run(batches, max_iters=task.steps)
-        result.iterations = int(state.iteration)
-        result.examples = int(state.iteration) * hp.batch_size
-        result.end_loss = math.nan if stop.diverged_at is not None else float(
-            prep.scorer.measure(prep.model, prep.holdout)["loss"])
-        result.status = "completed" if math.isfinite(result.end_loss) else "diverged"
-    except Exception:
-        result.error = traceback.format_exc()
-    result.seconds = time.perf_counter() - t0
-    return result
 
 
 class _Key(NamedTuple):
