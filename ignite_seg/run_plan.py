@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from . import __version__
+from .analysis.outcomes import loss_rise
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import DESCRIBE_MAX, LoaderSpec, normalize_spec
@@ -127,6 +128,10 @@ def log_trial(outcome: Any) -> None:
         logger.info("trial %d ran on %d process(es): %s", outcome.trial_id, outcome.processes,
                     ", ".join(outcome.devices))
     log_checkpoint_report(outcome.trial_id, outcome.checkpoints)
+    rise = loss_rise((outcome.throughtime or {}).get("losses_train", ()))
+    if rise is not None:
+        logger.warning("trial %d: its training loss ended above where it began (%.4g -> %.4g): the recipe did not "
+                       "train it; check the learning rates (hparams/misc.json, the recipe check)", outcome.trial_id, *rise)
 
 
 def checkpoint_plan(rf: RunFolder, runner: TaskRunner, cfg: RunConfig) -> CheckpointPlan | None:

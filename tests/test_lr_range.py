@@ -312,3 +312,35 @@ def test_valley_curves_locate_the_minimum_that_a_noisy_training_loss_misplaces()
     assert c.improvement == alone.improvement  # the improvement is still the training loss's
     with pytest.raises(ValueError, match="valley_curves"):
         choose_lr_range(lrs, train[None, :], rule, valley_curves=held_out[None, :-1])
+
+
+def test_a_task_learned_within_the_sweep_gets_its_steep_part_not_the_flat_top():
+    # issue 25: the network learns the task long before the sweep's end and nothing diverges; the
+    # loss then only creeps towards 0 (a slope of ~1e-3 per decade) up to lr 10. The window below the
+    # sweep's end lies all on that floor, so the steepest "sustained" slope there is noise-level: the
+    # old rule chose [1, 3], where the trials trained at chance. The known answer is the drop's own
+    # half-slope interval around 10**-1.8
+    lrs = geometric_lrs(1e-4, 10.0, 500)
+    x0, w = -1.8, 0.2
+    rng = np.random.default_rng(0)
+    clean = logistic_curve(lrs, x0, w, depth=2.3, top=2.3) + 1e-3 * 10 ** (-np.log10(lrs) / 2)
+    noisy = clean[None, :] * np.exp(rng.normal(0, 0.05, (3, lrs.size)))  # 5% multiplicative batch noise
+    rule = RangeRule(window=15, diverge_th=2.0, regain=0.8, steep_frac=0.5, window_decades=1.0,
+                     min_span_decades=0.5)
+    for losses in (clean[None, :], noisy):
+        c = choose_lr_range(lrs, losses, rule)
+        assert not np.isfinite(c.diverged_lr).any() and c.n_valid == lrs.size
+        assert math.log10(c.lr_max) == pytest.approx(x0 + HALF_WIDTH * w, abs=0.08)
+        assert math.log10(c.lr_min) == pytest.approx(x0 - HALF_WIDTH * w, abs=0.08)
+        # moved because the loss had settled (95% of its improvement made) at x0 + w ln(19)
+        assert c.settled_lr is not None
+        assert math.log10(c.settled_lr) == pytest.approx(x0 + w * math.log(19), abs=0.08)
+
+
+def test_a_curve_still_falling_at_the_sweeps_end_keeps_the_window_below_the_end():
+    # the converse: no divergence, but the loss is still far from its floor in the last decade, so
+    # the window stays below the sweep's end (settled_lr None) and the range is that steep stretch
+    lrs = geometric_lrs(1e-4, 1.0, 400)
+    loss = logistic_curve(lrs, -0.2, 0.3)
+    c = choose_lr_range(lrs, loss[None, :], RangeRule(window=5, steep_frac=0.5, window_decades=1.0))
+    assert c.settled_lr is None and c.lr_max > 10**-0.5

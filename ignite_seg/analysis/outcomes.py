@@ -15,7 +15,7 @@ from ..storage.result_keys import BestRecord, Mode, ResultKeys, StopRecord
 from ._mpl import PERF_LABELS, fmt
 
 __all__ = ["TrialBest", "Outcomes", "outcomes_info", "best_label", "epoch_text", "outcome_lines", "outcome_table",
-           "outcomes_json", "TABLE_UP_TO", "BestMarks", "best_marks"]
+           "outcomes_json", "TABLE_UP_TO", "BestMarks", "best_marks", "Rise", "loss_rise", "rising_trials", "rise_lines"]
 
 #: Up to this many completed trials the summary lists each in a table; above, condensed lines.
 TABLE_UP_TO = 8
@@ -167,3 +167,50 @@ def best_marks(o: Outcomes, label: str) -> BestMarks | None:
     return BestMarks(o.metric, o.mode, label, np.array([b.trial_id for b in o.best], dtype=np.int64),
                      np.array([b.epoch for b in o.best], dtype=np.float64),
                      np.array([b.value for b in o.best], dtype=np.float64))
+
+
+class Rise(NamedTuple):
+    """A trial whose training loss ended above where it began (its first and last through-time snapshots)."""
+
+    trial_id: int
+    first: float
+    last: float
+
+
+def loss_rise(losses_train: Any) -> tuple[float, float] | None:
+    """``(first, last)`` finite snapshots of a trial's training loss when the last is above the first (the
+    recipe made the model worse than its initialisation: issue 25's trials went from 2.3 to ~40); else None.
+
+    Example:
+        >>> loss_rise([2.3, 5.0, 40.0])
+        (2.3, 40.0)
+        >>> loss_rise([2.3, 0.1]) is None
+        True
+    """
+    y = np.asarray(losses_train, dtype=np.float64).ravel()
+    y = y[np.isfinite(y)]
+    if y.size < 2 or not y[-1] > y[0]:
+        return None
+    return float(y[0]), float(y[-1])
+
+
+def rising_trials(throughtimes: Mapping[str, Any] | None) -> tuple[Rise, ...]:
+    """The trials of ``throughtimes.npz`` (``trial_ids``, ``losses_train`` (T, S)) whose train loss rose."""
+    if not throughtimes or "losses_train" not in throughtimes or "trial_ids" not in throughtimes:
+        return ()
+    out = []
+    for tid, row in zip(np.asarray(throughtimes["trial_ids"]).tolist(), np.atleast_2d(throughtimes["losses_train"])):
+        rise = loss_rise(row)
+        if rise is not None:
+            out.append(Rise(int(tid), *rise))
+    return tuple(out)
+
+
+def rise_lines(rises: Sequence[Rise]) -> list[str]:
+    """The summary's warning about trials whose training loss rose (no line when none did)."""
+    if not rises:
+        return []
+    listed = ", ".join(f"trial {r.trial_id}: {fmt(r.first, 4)} -> {fmt(r.last, 4)}" for r in rises[:TABLE_UP_TO])
+    more = f", … ({len(rises) - TABLE_UP_TO} more in summary.json)" if len(rises) > TABLE_UP_TO else ""
+    return [f"- **warning — train loss rose**: {len(rises)} trial(s) ended with a higher training loss than they "
+            f"began with ({listed}{more}): the recipe did not train them; check the learning rates"]

@@ -11,20 +11,25 @@ from ..engine.schedule_text import describe_schedule
 from ..exceptions import IgniteSegError
 from ..storage.result_keys import ResultKeys
 from ..storage.schemas import (
-    BS_NPZ,
-    LR_NPZ,
     MISC_JSON,
-    SAMPLED_NPZ,
     BatchSampledFile,
-    BatchSizeStep,
     BatchSweepFile,
     LRSweepFile,
     MiscFile,
-    MiscSteps,
-    ScheduleStep,
 )
 from ._mpl import PERF_LABELS, fmt
-from .outcomes import Outcomes, best_label, outcome_lines, outcome_table, outcomes_info, outcomes_json
+from .evidence import batch_evidence, epochs_evidence, lr_evidence
+from .outcomes import (
+    Outcomes,
+    Rise,
+    best_label,
+    outcome_lines,
+    outcome_table,
+    outcomes_info,
+    outcomes_json,
+    rise_lines,
+    rising_trials,
+)
 from .stats import Mode, Stats, describe, space_of
 
 __all__ = ["SummaryInfo", "Problem", "TunerFiles", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
@@ -81,109 +86,8 @@ class SummaryInfo(NamedTuple):
     outcomes: Outcomes = Outcomes()
     #: How the tuned LR range was reached (``misc.json``'s schedule step: swept, rescanned, scaled)
     lr_how: str | None = None
-
-
-def _f(a: Any) -> np.ndarray:
-    return np.asarray(a, dtype=np.float64).ravel()
-
-
-def _lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple[str, ...]:
-    if hp_kind == "fixed":
-        return ("given by the user (FixedHyperparameters): no LR range test was run",)
-    if lr is None:
-        return (f"no LR range test recorded (hparams/{LR_NPZ} is missing)",)
-    lrs = _f(lr.lrs)
-    if lrs.size == 0:
-        return (f"the preset recorded no LR sweep (empty hparams/{LR_NPZ})",)
-    losses = np.asarray(lr.losses if lr.losses is not None else np.zeros((0, lrs.size)),
-                        dtype=np.float64).reshape(-1, lrs.size)
-    rng = _f(lr.lr_range if lr.lr_range is not None else [np.nan, np.nan])
-    held_out = lr.choice_curve == "holdout_losses"
-    out = [
-        f"LR range test: {losses.shape[0]} repeat(s), {lrs.size} points from {fmt(lrs[0])} to {fmt(lrs[-1])} "
-        "(geometric)",
-        f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: the steepest sustained improvement of the smoothed "
-        + ("held-out loss (a slice of the training set, measured after every step)" if held_out else "loss")
-        + " against log LR",
-    ]
-    used = steps.used_lr_range
-    if used is not None and used.anchored_at_loss_minimum:
-        out.append("lr_max is the centre of the valley's bottom: the loss crept up past its minimum without "
-                   "diverging, so the range ends at the minimum (located on the held-out loss)")
-    deriv = _f(lr.loss_deriv if lr.loss_deriv is not None else [])
-    if deriv.size == lrs.size and np.isfinite(deriv).any():
-        k = int(np.nanargmin(deriv))
-        out.append(f"steepest loss decrease d loss/d log10(lr) = {fmt(deriv[k])} at lr {fmt(lrs[k])}")
-    div = _f(lr.diverged_lr if lr.diverged_lr is not None else [])
-    fin = div[np.isfinite(div)]
-    if fin.size:
-        out.append(f"diverged in {fin.size} of {div.size} repeat(s), at lr " + ", ".join(fmt(d) for d in fin))
-    elif div.size:
-        out.append(f"no repeat diverged ({div.size} repeat(s))")
-    return tuple(out)
-
-
-def _epochs_evidence(hp_kind: str, step: ScheduleStep | None, settings: Mapping[str, Any]) -> tuple[str, ...]:
-    """How the epochs were reached: the preset's examples per trial over the training items, clipped."""
-    if hp_kind == "fixed":
-        return ("given by the user (FixedHyperparameters)",)
-    if step is None or not step.train_examples or not step.n_train or step.epochs is None:
-        return (f"from the dataset size and the preset (min/max epochs); see {MISC_JSON}",)
-    text = (f"{step.epochs} epochs: about {step.train_examples:,} examples per trial (train_examples) / "
-            f"{step.n_train:,} training items = {step.train_examples / step.n_train:.3g}")
-    lo, hi = settings.get("min_epochs"), settings.get("max_epochs")
-    if lo is not None and hi is not None:
-        text += f", kept within [min_epochs, max_epochs] = [{lo}, {hi}]"
-    if step.cycles and step.cycles > 1:
-        text += f", rounded to {step.cycles} whole cycles"
-    return (text,)
-
-
-def _bs_evidence(bs: BatchSweepFile | None, sampled: BatchSampledFile | None, hp_kind: str,
-                 steps: MiscSteps) -> tuple[str, ...]:
-    if hp_kind == "fixed":
-        return ("given by the user (FixedHyperparameters): no batch-size search was run",)
-    out: list[str] = []
-    step = steps.batch_size if isinstance(steps.batch_size, BatchSizeStep) else None
-    reason = step.reason if step is not None else None
-    if step is not None and step.fallback:
-        out.append(f"fallback: {step.fallback}")
-    if bs is not None:
-        vals = _f(bs.noise_scale_values if bs.noise_scale_values is not None else [])
-        if np.isfinite(bs.noise_scale):
-            extra = f" (from {vals.size} estimate(s) during the sweep)" if vals.size else ""
-            out.append(f"gradient noise scale B_simple ≈ {fmt(bs.noise_scale)}{extra}")
-        rng = _f(bs.bs_range if bs.bs_range is not None else [])
-        if rng.size >= 2 and np.isfinite(rng).all():
-            out.append(f"candidate range [{fmt(rng[0])}, {fmt(rng[1])}]")
-    if sampled is not None:
-        cand = _f(sampled.bss)
-        if cand.size:
-            out.append(_candidates_line(sampled, cand))
-            if sampled.chosen is not None:
-                out.append(f"chosen: {int(sampled.chosen)} ({reason})" if reason else
-                           f"chosen: {int(sampled.chosen)} (by the short-run scores)")
-                reason = None
-    if reason:  # no candidate runs to show (batch_pts=0): the rule alone
-        out.append(f"chosen by the rule: {reason}")
-    if not out:
-        out.append(f"no batch-size evidence recorded (hparams/{BS_NPZ} and {SAMPLED_NPZ} are missing "
-                   "or empty; the preset may skip the candidate runs)")
-    return tuple(out)
-
-
-def _candidates_line(sampled: BatchSampledFile, cand: np.ndarray) -> str:
-    scores = np.asarray(sampled.scores if sampled.scores is not None else np.zeros((0, cand.size)),
-                        dtype=np.float64).reshape(-1, cand.size)
-    budget = _f(sampled.budget_epochs if sampled.budget_epochs is not None else [])
-    parts = []
-    for j, b in enumerate(cand):
-        col = scores[:, j]
-        col = col[np.isfinite(col)]
-        bud = f", {fmt(budget[j], 2)} ep" if budget.size == cand.size else ""
-        parts.append(f"{int(b)}: {fmt(float(col.mean()), 4)}{bud}" if col.size else f"{int(b)}: pruned")
-    return (f"candidates (batch: mean short-run held-out perf{', budget' if budget.size == cand.size else ''}): "
-            + "; ".join(parts))
+    #: The completed trials whose training loss ended above where it began.
+    rising: tuple[Rise, ...] = ()
 
 
 def _reason(rec: Mapping[str, Any]) -> str:
@@ -213,20 +117,22 @@ def summary_info(
     records: Sequence[Mapping[str, Any]],
     tuner: TunerFiles = TunerFiles(),
     title: str = "run",
+    throughtimes: Mapping[str, np.ndarray] | None = None,
 ) -> SummaryInfo:
     """Everything the summary says, from the folder's records (pure).
 
-    ``tuner.misc`` is ``misc.json`` as read (shown as it is); the tuner files come as records or their arrays.
+    ``tuner.misc`` is ``misc.json`` as read (shown as it is); the tuner files come as records or their arrays;
+    ``throughtimes`` (``throughtimes.npz``) shows which trials' training loss rose.
     """
     hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
     hp = dict(final_hp or {})
     misc, lr, bs, bs_sampled = tuner
     misc_file = MiscFile.from_json(misc) if isinstance(misc, Mapping) else MiscFile()
     steps = misc_file.steps
-    lr_ev = _lr_evidence(LRSweepFile.coerce(lr), hp_kind, steps)
-    bs_ev = _bs_evidence(BatchSweepFile.coerce(bs), BatchSampledFile.coerce(bs_sampled), hp_kind, steps)
+    lr_ev = lr_evidence(LRSweepFile.coerce(lr), hp_kind, steps)
+    bs_ev = batch_evidence(BatchSweepFile.coerce(bs), BatchSampledFile.coerce(bs_sampled), hp_kind, steps)
     evidence = {"lr_start": lr_ev, "lr_end": lr_ev, "batch_size": bs_ev}
-    sched = _epochs_evidence(hp_kind, steps.schedule, misc_file.settings or {})
+    sched = epochs_evidence(hp_kind, steps.schedule, misc_file.settings or {})
     evidence["cycle_size_epochs"] = sched
     evidence["epochs"] = sched
     ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
@@ -251,6 +157,7 @@ def summary_info(
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, records),
         lr_how=steps.schedule.lr_how if steps.schedule is not None else None,
+        rising=rising_trials(throughtimes),
     )
 
 
@@ -334,6 +241,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         epochs_why = info.evidence.get("epochs", ("",))[0]
         out.append(f"- **schedule**: {schedule_line(hp)}"
                    + (f" — {epochs_why}" if epochs_why and epochs_why[0].isdigit() else ""))
+    out += _guard_lines(info.misc)
     s = info.stats["final_perf_val"]
     label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"
     if s.n > 1:
@@ -342,11 +250,23 @@ def decision_lines(info: SummaryInfo) -> list[str]:
     elif s.n == 1:
         out.append(f"- **{label}**: {fmt(s.mean, 4)} (one trial: no interval)")
     out += outcome_lines(info.outcomes, _best_label(info))
+    out += rise_lines(info.rising)
     bad = c.get("diverged", 0) + c.get("failed", 0) + c.get("unfinished", 0)
     out.append(f"- **failures**: {c.get('diverged', 0)} diverged, {c.get('failed', 0)} failed"
                + (f", {c['unfinished']} unfinished" if c.get("unfinished") else "")
                + (" (see below)" if bad else ""))
     return out
+
+
+def _guard_lines(misc: Any) -> list[str]:
+    """The recipe check's line (``misc.json`` ``steps.guard``): its verdict and which rule decided."""
+    g = MiscFile.from_json(misc).steps.guard if isinstance(misc, Mapping) else None
+    if g is None or not g.attempts:
+        return []
+    last = g.attempts[-1]
+    return [f"- **recipe check**: {len(g.attempts)} short run(s) of {g.steps} steps x {g.repeats}; {g.decided_by}"
+            f"{' — a fallback' if g.fallback else ''}; last: lr {_short(last.lr_start)} -> {_short(last.lr_end)}, "
+            f"{last.verdict}"]
 
 
 def _best_label(info: SummaryInfo) -> str:
@@ -435,6 +355,7 @@ def summary_json(info: SummaryInfo) -> dict[str, Any]:
             "final": {key: stat(info.stats[key]) for key, _l, _m in info.metrics},
             "seconds": stat(info.seconds),
             "problems": [p._asdict() for p in info.problems],
+            "train_loss_rose": [r._asdict() for r in info.rising],
             **outcomes_json(info.outcomes),
         },
         "tuner": info.misc,

@@ -228,5 +228,5 @@ def summary_of(folder: str) -> SummaryInfo:
         run_of(folder), final.to_dict() if final is not None else None, _npz(str(rf.results)), trial_records(rf),
         TunerFiles(read_json_or_none(rf.hparams / MISC_JSON), _hp_npz(folder, LRSweepFile, LR_NPZ),
                    _hp_npz(folder, BatchSweepFile, BS_NPZ), _hp_npz(folder, BatchSampledFile, SAMPLED_NPZ)),
-        title=run_title(rf.path),
+        title=run_title(rf.path), throughtimes=_npz(str(rf.throughtimes)),
     )

@@ -39,7 +39,8 @@ from .schema_base import JsonSection, NpzRecord, SchemaError, absent_ok, check_k
 __all__ = [
     "FINAL_JSON", "MISC_JSON", "LR_NPZ", "LR_INITIAL_NPZ", "BS_NPZ", "SAMPLED_NPZ", "HPARAM_FILES",
     "SchemaError", "LRSweepFile", "BatchSweepFile", "BatchSampledFile", "MiscFile", "MiscSteps", "LRRangeStep",
-    "BatchSizeStep", "BatchSearchProgress", "Rung", "RungNote", "ScheduleStep", "Compute", "MiscLog", "read_final",
+    "BatchSizeStep", "BatchSearchProgress", "Rung", "RungNote", "ScheduleStep", "GuardAttempt", "GuardStep", "Compute",
+    "MiscLog", "read_final",
 ]
 
 FINAL_JSON = "final.json"
@@ -194,6 +195,9 @@ class LRRangeStep(JsonSection):
     range_hits_sweep_end: bool | None = optional()
     #: True when ``lr_max`` is the centre of the valley's bottom (older folders: None, read as False)
     anchored_at_loss_minimum: bool | None = optional()
+    #: the LR where the loss settled at its floor, when the window was moved below it (a task learned
+    #: within the sweep: the loss below the sweep's end was flat); None otherwise and in older folders
+    settled_lr: float | None = optional()
     rule: str | None = optional()
     noise_scale: float | None = optional()
     noise_scale_rule: str | None = optional()
@@ -276,6 +280,46 @@ class ScheduleStep(JsonSection):
     schedule: str | None = optional()
     warmup_epochs: float | None = optional()
     description: str | None = optional()
+    #: the tuned range ``[lr_min, lr_max]`` before it was mapped onto the schedule (older folders: None)
+    range_min: float | None = optional()
+    range_max: float | None = optional()
+    #: how the range maps onto ``schedule`` (which LRs become ``lr_start``/``lr_end``, and why)
+    mapping: str | None = optional()
+
+
+@dataclass(frozen=True)
+class GuardAttempt(JsonSection):
+    """One short run of the recipe (every repeat) at one pair of learning rates."""
+
+    lr_start: float | None = optional()
+    lr_end: float | None = optional()
+    #: held-out loss per repeat before the run and after it (None: not finite)
+    start_loss: list[float | None] | None = optional()
+    end_loss: list[float | None] | None = optional()
+    passed: bool | None = optional()
+    verdict: str | None = optional()
+
+
+def _load_attempts(value: Any, strict: bool) -> list[GuardAttempt]:
+    return [GuardAttempt.from_json(a, strict=strict) for a in value]
+
+
+@dataclass(frozen=True)
+class GuardStep(JsonSection):
+    """``steps.guard``: the check of the chosen recipe by short runs before the trials, and its back-offs."""
+
+    steps: int | None = optional()
+    repeats: int | None = optional()
+    margin: float | None = optional()
+    backoff_factor: float | None = optional()
+    attempts: list[GuardAttempt] | None = optional(load=_load_attempts)
+    #: the learning rates the trials use (after any back-off)
+    lr_start: float | None = optional()
+    lr_end: float | None = optional()
+    backoffs: int | None = optional()
+    fallback: bool | None = optional()
+    #: the rule that decided, in words
+    decided_by: str | None = optional()
 
 
 @dataclass(frozen=True)
@@ -287,6 +331,7 @@ class MiscSteps(JsonSection):
         default=None, metadata={"absent_ok": True, "load": _load_batch_step})
     lr_rescan: LRRangeStep | None = field(default=None, metadata={"absent_ok": True, "load": section(LRRangeStep)})
     schedule: ScheduleStep | None = field(default=None, metadata={"absent_ok": True, "load": section(ScheduleStep)})
+    guard: GuardStep | None = field(default=None, metadata={"absent_ok": True, "load": section(GuardStep)})
 
     @property
     def used_lr_range(self) -> LRRangeStep | None:

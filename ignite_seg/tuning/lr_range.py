@@ -156,6 +156,9 @@ class LRRangeChoice:
     anchored_at_minimum: bool = False
     #: True when the valley was located on ``valley_curves`` (given, and finite where used)
     valley_on_other_curves: bool = False
+    #: the LR where the loss settled at its floor, when the window was moved below it because the loss
+    #: below the last usable LR was already flat (a task learned within the sweep); None otherwise
+    settled_lr: float | None = None
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,7 @@ def choose_lr_range(
     deriv = np.full(lrs.size, np.nan)
     deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(rule.window, 3))
     x = np.log10(lrs[:n_valid])
-    d, x_stop = eligible_slopes(deriv[:n_valid], x, valley, rule.window, rule.window_decades)
+    d, x_stop, x_settled = eligible_slopes(deriv[:n_valid], x, valley, rule.window, rule.window_decades)
     k = int(np.argmin(d))
     if improvement < rule.min_improvement or not d[k] < 0:
         raise TuningError(
@@ -249,6 +252,7 @@ def choose_lr_range(
         smoothed=smoothed, mean=mean, deriv=deriv, diverged_lr=diverged_lr, n_valid=n_valid,
         improvement=float(improvement), hit_end=hit_end, anchored_at_minimum=x_stop is not None,
         valley_on_other_curves=valley is not valid,
+        settled_lr=None if x_settled is None else float(10**x_settled),
     )
 
 

@@ -1,14 +1,22 @@
-"""The schedule decision (pure): how many epochs the final trials train, in how many LR cycles.
+"""The schedule decisions (pure): how many epochs the final trials train, in how many LR cycles, and
+which learning rates of the tuned range the schedule uses.
 
 Example:
     >>> choose_schedule(1437, train_examples=30_000, min_epochs=5, max_epochs=100, cycles=1)
     (21.0, 21)
+    >>> round(schedule_lrs("cosine", 0.01, 0.1).lr_end, 4)  # the peak: the range's geometric centre
+    0.0316
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
-__all__ = ["choose_schedule"]
+__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "schedule_lrs"]
+
+#: Schedules that reach their peak at once (after the warmup) and then hold or decay from it; the
+#: triangular one visits its top only briefly, once per cycle.
+PEAK_FIRST = ("cosine", "inv-sqrt", "one-cycle", "constant")
 
 
 def choose_schedule(
@@ -26,3 +34,34 @@ def choose_schedule(
     epochs = min(max(int(round(train_examples / n_train)), min_epochs), max_epochs)
     epochs = max(cycles, int(math.ceil(epochs / cycles)) * cycles)
     return epochs / cycles, epochs
+
+
+class ScheduleLRs(NamedTuple):
+    """The ``lr_start``/``lr_end`` of the recipe (see :mod:`ignite_seg.engine.schedules` for what each
+    schedule makes of them) and why."""
+
+    lr_start: float
+    lr_end: float
+    mapping: str
+
+
+def schedule_lrs(schedule: str, lr_min: float, lr_max: float) -> ScheduleLRs:
+    """Map the tuned range ``[lr_min, lr_max]`` onto ``schedule``.
+
+    The range's top is where the loss's improvement has slowed to a fraction of its steepest: past the
+    steepest point, the edge of what training tolerates. The triangular schedule touches it once per
+    cycle and spends its time in between (its mean LR is the range's middle), so it cycles over the whole
+    range. A schedule whose peak comes first (:data:`PEAK_FIRST`: cosine and inverse-sqrt after the warmup,
+    one-cycle, constant) trains at or near its peak for much of the run — cosine stays above 85% of its
+    peak for the first quarter of the steps — so its peak (``lr_end``) is the range's geometric centre, a
+    safe LR inside the range, and it decays towards ``lr_min`` (``lr_start``). ignite_seg's issue 25: with
+    the top as the peak, a cosine or inverse-sqrt run *started* at the edge of the range.
+    """
+    if not 0 < lr_min <= lr_max:
+        raise ValueError(f"need 0 < lr_min <= lr_max, got lr_min={lr_min!r}, lr_max={lr_max!r}")
+    if schedule not in PEAK_FIRST:
+        return ScheduleLRs(lr_min, lr_max, f"{schedule}: cycles over the whole tuned range")
+    peak = math.sqrt(lr_min * lr_max)
+    return ScheduleLRs(lr_min, peak, f"{schedule}: its peak comes first and is held or decays, so the peak "
+                       "(lr_end) is the geometric centre of the tuned range, not its top (the edge of what training "
+                       "tolerates); lr_start is the range's bottom")

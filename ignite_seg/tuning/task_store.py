@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..config.specs import LoaderSpec
+from ..engine.guard_run import GuardResult
 from ..engine.sweeps import BatchRunResult, LRSweepResult
 from ..storage.atomic import write_npz
 
@@ -28,7 +29,8 @@ __all__ = ["TASKS_DIR", "TaskStore", "task_digest"]
 TASKS_DIR = "tasks"
 
 #: The result types a store reads back, by name (nothing else is constructed from a file).
-_TYPES: dict[str, type] = {"LRSweepResult": LRSweepResult, "BatchRunResult": BatchRunResult}
+_TYPES: dict[str, type] = {"LRSweepResult": LRSweepResult, "BatchRunResult": BatchRunResult,
+                           "GuardResult": GuardResult}
 
 
 def task_digest(task: Any) -> str:

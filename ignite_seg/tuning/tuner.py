@@ -4,6 +4,7 @@
 
     LR range test -> noise scale -> batch-size candidates (successive halving)
                   -> rescan of the LR range at the chosen batch size (optional) -> schedule
+                  -> recipe check (short runs; back off the LRs until one improves: tuning/guard.py)
 
 Every parallel piece (sweep repeats, candidate runs) is a task of :mod:`ignite_seg.engine.sweeps` run on
 the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner`; the maths lives in the pure modules
@@ -50,6 +51,7 @@ from ..storage.schemas import (
 from .batch_runs import BatchSearch, batch_search
 from .batch_search import LR_SCALING, batch_candidates, centre_batch, scale_lr
 from .context import TuneRun, derive_seed, last_line, run_tasks
+from .guard import guard_recipe
 from .lr_range import (
     LRRangeChoice,
     RangeRule,
@@ -61,7 +63,7 @@ from .lr_range import (
 )
 from .noise_scale import pooled_noise_scale
 from .reasons import batch_decision, noise_measured
-from .schedule import choose_schedule
+from .schedule import choose_schedule, schedule_lrs
 from .task_store import TASKS_DIR, TaskStore
 
 __all__ = ["tune", "holdout_indices", "derive_seed"]
@@ -115,6 +117,7 @@ def tune(
     batch_size = _choose_batch_size(t, sweep)  # 2. noise scale, then batch-size candidates
     lr_min, lr_max, lr_how = _final_lr_range(t, sweep, batch_size)  # 3. optional rescan at that batch size
     final = _schedule(t, lr_min, lr_max, lr_how, batch_size)  # 4. schedule
+    final = guard_recipe(t, final)  # 5. a short run must improve on its start, else back off
     t.misc.finish(time.perf_counter() - t_start, final.to_dict())
     write_json(t.hparams / FINAL_JSON, final.to_dict())  # last: marks the tune as complete
     logger.info("tuning done in %.1f s: %s", time.perf_counter() - t_start, final)
@@ -196,8 +199,9 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
     s = t.s
     cycle_size_epochs, epochs = choose_schedule(t.n_train, train_examples=s.train_examples,
                                                 min_epochs=s.min_epochs, max_epochs=s.max_epochs, cycles=s.cycles)
+    lrs = schedule_lrs(s.schedule, lr_min, lr_max)  # the peak of a peak-first schedule lies inside the range
     final = FixedHyperparameters(
-        lr_start=float(lr_min), lr_end=float(lr_max), batch_size=int(batch_size),
+        lr_start=float(lrs.lr_start), lr_end=float(lrs.lr_end), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), schedule=s.schedule,
         warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay, **t.recipe.options.fields(),
     )
@@ -205,8 +209,9 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
     logger.info("schedule: %s", description)
     t.misc.record(schedule=ScheduleStep(
         epochs=epochs, cycle_size_epochs=cycle_size_epochs, cycles=s.cycles, train_examples=s.train_examples,
-        n_train=t.n_train, lr_start=lr_min, lr_end=lr_max, lr_how=lr_how, schedule=s.schedule,
-        warmup_epochs=s.warmup_epochs, description=description,
+        n_train=t.n_train, lr_start=lrs.lr_start, lr_end=lrs.lr_end, lr_how=lr_how, range_min=lr_min,
+        range_max=lr_max, schedule=s.schedule, warmup_epochs=s.warmup_epochs, description=description,
+        mapping=lrs.mapping,
     ))
     return final
 
@@ -373,8 +378,10 @@ def _range_step(
         task_seconds=[r.seconds for r in curves.ordered], prepare_seconds=[r.prepare_seconds for r in curves.ordered],
         points_used=choice.n_valid, range_hits_sweep_end=choice.hit_end,
         anchored_at_loss_minimum=choice.anchored_at_minimum,
+        settled_lr=choice.settled_lr,
         rule=f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
-             f"within {s.lr_window_decades} decades below the last usable lr and not past the valley floor",
+             f"within {s.lr_window_decades} decades below the last usable lr (or below where the loss settled at its floor, "
+             "when it was flat there) and not past the valley floor",
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",

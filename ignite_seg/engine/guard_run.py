@@ -1,0 +1,89 @@
+"""The recipe check's worker task: a short run of a final recipe, its held-out loss before and after.
+
+:func:`run_guard` is module-level and takes one picklable :class:`GuardTask`, like the tasks of
+:mod:`ignite_seg.engine.sweeps` (whose recipe building it reuses): it builds the recipe from its loader
+specs, trains on the training set less the held-out slice with the recipe's optimizer, batch size and
+schedule — its shape compressed into ``steps`` optimizer steps (:func:`compressed`) — and measures the
+loss on the held-out slice before and after. It writes no file and never raises for the user's code.
+:mod:`ignite_seg.tuning.guard` decides what the losses mean.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Hashable
+
+import torch
+from ignite.engine import Events
+
+from ..config.hyperparameters import FixedHyperparameters
+from .batching import Batches
+from .handlers import DivergenceStop
+from .schedules import build_scheduler
+from .sweeps import RecipeSpec, _make_optimizer, _prepare
+from .trainer import create_trainer
+
+__all__ = ["GuardTask", "GuardResult", "compressed", "run_guard"]
+
+
+@dataclass(frozen=True)
+class GuardTask:
+    """One short run of ``hparams`` (its schedule compressed into ``steps`` steps)."""
+
+    key: Hashable
+    recipe: RecipeSpec
+    hparams: FixedHyperparameters
+    seed: int
+    steps: int
+    device_index: int = 0
+
+
+@dataclass
+class GuardResult:
+    """Held-out loss before and after one short run."""
+
+    key: Hashable
+    status: str  # "completed" | "diverged" | "failed"
+    start_loss: float = math.nan
+    end_loss: float = math.nan
+    iterations: int = 0
+    seconds: float = 0.0
+    examples: int = 0
+    error: str | None = None
+
+
+def compressed(hp: FixedHyperparameters) -> FixedHyperparameters:
+    """``hp`` as one epoch: the cycles and the warmup as fractions of the run, so that the schedule
+    built with ``iters_per_epoch = steps`` has the trial's shape in ``steps`` steps."""
+    return dataclasses.replace(hp, epochs=1, cycle_size_epochs=hp.cycle_size_epochs / hp.epochs,
+                               warmup_epochs=hp.warmup_epochs / hp.epochs)
+
+
+def run_guard(task: GuardTask) -> GuardResult:
+    """One short run of the recipe (a worker task): held-out loss at the start and at the end."""
+    t0 = time.perf_counter()
+    result = GuardResult(task.key, "failed")
+    try:
+        prep = _prepare(task.recipe, task.seed, task.device_index)
+        hp = task.hparams
+        result.start_loss = float(prep.scorer.measure(prep.model, prep.holdout)["loss"])
+        batches = Batches(prep.fit, hp.batch_size, torch.Generator().manual_seed(task.seed))
+        optimizer = _make_optimizer(task.recipe, prep.model, hp.lr_start)
+        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, grad_clip_norm=hp.grad_clip_norm,
+                                amp=hp.amp, prepare_batch=prep.prepare_batch)
+        engine.add_event_handler(Events.ITERATION_STARTED, build_scheduler(compressed(hp), task.steps, optimizer))
+        stop = DivergenceStop()
+        stop.attach(engine)
+        state = engine.run(batches, max_iters=task.steps)
+        result.iterations = int(state.iteration)
+        result.examples = int(state.iteration) * hp.batch_size
+        result.end_loss = math.nan if stop.diverged_at is not None else float(
+            prep.scorer.measure(prep.model, prep.holdout)["loss"])
+        result.status = "completed" if math.isfinite(result.end_loss) else "diverged"
+    except Exception:
+        result.error = traceback.format_exc()
+    result.seconds = time.perf_counter() - t0
+    return result

@@ -1,0 +1,175 @@
+"""The recipe check (tuning/guard.py): known verdicts, the schedule's shape, real short runs that back off."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ignite_seg import FixedHyperparameters, TuningError, get_preset
+from ignite_seg.config.specs import normalize_spec
+from ignite_seg.engine.guard_run import compressed
+from ignite_seg.engine.schedules import simulate_lrs
+from ignite_seg.runtime.tasks import TaskRunner
+from ignite_seg.storage.run_folder import RunFolder
+from ignite_seg.storage.schemas import MISC_JSON, MiscFile
+from ignite_seg.tuning.guard import (
+    GUARD_BACKOFF,
+    GUARD_MAX_BACKOFFS,
+    GUARD_MIN_STEPS,
+    GUARD_STEPS,
+    guard_recipe,
+    guard_steps,
+    judge,
+)
+from ignite_seg.tuning.schedule import schedule_lrs
+from ignite_seg.tuning.tuner import _start
+
+
+def test_judge_known_verdicts():
+    assert judge([2.3, 2.3], [1.0, 1.2]).passed
+    assert not judge([2.3, 2.3], [2.29, 2.28]).passed  # fell, but by less than the 2% margin
+    assert "did not fall enough" in judge([2.3, 2.3], [2.29, 2.28]).reason
+    rose = judge([2.3, 2.3], [2.3, 40.0])  # issue 25's trials: train loss ~40 from 2.3
+    assert not rose.passed and "rose" in rose.reason
+    assert not judge([2.3, 2.3], [0.1, math.nan]).passed  # one repeat diverged: fails whatever the mean
+    assert "diverged" in judge([2.3, 2.3], [0.1, math.inf]).reason
+    assert not judge([math.nan, 2.3], [0.1, 0.1]).passed
+
+
+def test_guard_steps_are_a_quarter_of_the_trial_within_bounds():
+    assert guard_steps(10) == GUARD_MIN_STEPS
+    assert guard_steps(400) == 100
+    assert guard_steps(10**6) == GUARD_STEPS
+
+
+@pytest.mark.parametrize("schedule", ["triangular", "cosine", "one-cycle", "inv-sqrt"])
+def test_the_short_run_has_the_trials_schedule_shape(schedule):
+    hp = FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=16, cycle_size_epochs=10.0, epochs=20,
+                              schedule=schedule, warmup_epochs=2.0)
+    full = simulate_lrs(hp, 50)  # 1000 steps
+    short = simulate_lrs(compressed(hp), 100)  # the same shape in 100 steps
+    assert short.size == 100
+    # the same LR at the same fraction of the run (the warmup's end, the peak, the decay), within a short step
+    assert np.abs(short - full[::10]).max() <= 1.01 * np.abs(np.diff(short)).max()
+    assert short.max() == pytest.approx(full.max(), rel=0.02)
+
+
+def test_peak_first_schedules_peak_inside_the_range():
+    assert schedule_lrs("triangular", 0.01, 0.1)[:2] == (0.01, 0.1)
+    for name in ("cosine", "inv-sqrt", "one-cycle", "constant"):
+        lrs = schedule_lrs(name, 0.01, 0.1)
+        assert lrs.lr_start == 0.01 and lrs.lr_end == pytest.approx(10**-1.5) and "peak" in lrs.mapping
+    with pytest.raises(ValueError, match="lr_min"):
+        schedule_lrs("cosine", 0.1, 0.01)
+
+
+# -- real short runs in worker processes ----------------------------------------------------------
+def _tune_run(runner, tmp_path, dataset, model, loss):
+    specs = {"model": normalize_spec(("tasks", model, (), {}), "model_loader"),
+             "dataset": normalize_spec(("tasks", dataset, (), {}), "dataset_loader"),
+             "loss": normalize_spec(("torch.nn", loss, (), {}), "loss_loader")}
+    style = "classification" if loss == "CrossEntropyLoss" else "inv-loss"
+    return _start(runner, RunFolder(tmp_path), get_preset("fastest"), specs, style, 96, 0, "cpu")
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with TaskRunner(2) as r:
+        yield r
+
+
+def _guard_record(tmp_path):
+    return MiscFile.from_json(json.loads((tmp_path / "hparams" / MISC_JSON).read_text()), strict=True).steps.guard
+
+
+def test_a_good_recipe_passes_unchanged(runner, tmp_path):
+    t = _tune_run(runner, tmp_path, "blobs", "mlp", "CrossEntropyLoss")
+    hp = FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=16, cycle_size_epochs=5.0, epochs=5)
+    assert guard_recipe(t, hp) == hp
+    g = _guard_record(tmp_path)
+    assert g.backoffs == 0 and not g.fallback and len(g.attempts) == 1 and g.attempts[0].passed
+    assert g.decided_by == "the tuned recipe passed unchanged" and g.lr_end == 0.5
+    assert g.attempts[0].end_loss[0] < g.attempts[0].start_loss[0]
+
+
+def test_a_recipe_whose_range_is_too_high_backs_off_and_says_so(runner, tmp_path, caplog):
+    # linear least squares on unit-variance inputs: plain SGD diverges above lr ~0.8 (2 / the Hessian's top
+    # eigenvalue ~2.4); the tuned range 3 -> 10 must come down at least two half-decades, to a peak <= 1
+    t = _tune_run(runner, tmp_path, "regression", "linear", "MSELoss")
+    hp = FixedHyperparameters(lr_start=3.0, lr_end=10.0, batch_size=16, cycle_size_epochs=5.0, epochs=5)
+    with caplog.at_level("WARNING", logger="ignite_seg"):
+        got = guard_recipe(t, hp)
+    g = _guard_record(tmp_path)
+    assert g.backoffs >= 2 and not g.fallback and got.lr_end <= 1.0
+    assert got.lr_end == pytest.approx(10.0 / GUARD_BACKOFF**g.backoffs)
+    assert got.lr_end / got.lr_start == pytest.approx(10.0 / 3.0)
+    assert not g.attempts[0].passed and g.attempts[-1].passed and len(g.attempts) == g.backoffs + 1
+    assert "backed off" in g.decided_by
+    assert any("backed off" in r.getMessage() for r in caplog.records)
+
+
+def test_a_recipe_that_diverges_at_every_back_off_raises_a_tuning_error(runner, tmp_path):
+    t = _tune_run(runner, tmp_path, "regression", "linear", "MSELoss")
+    hp = FixedHyperparameters(lr_start=1e4, lr_end=1e5, batch_size=16, cycle_size_epochs=5.0, epochs=5)
+    with pytest.raises(TuningError, match="diverged in a .*lower lr_start"):
+        guard_recipe(t, hp)
+    g = _guard_record(tmp_path)
+    assert len(g.attempts) == GUARD_MAX_BACKOFFS + 1 and not any(a.passed for a in g.attempts)
+
+
+# -- the report: trials whose train loss rose, the recipe check's line ------------------------------
+def test_a_trial_whose_train_loss_rose_is_flagged_in_the_caller_log_and_the_summary(caplog):
+    from ignite_seg.analysis.outcomes import loss_rise
+    from ignite_seg.analysis.text import render_markdown, summary_info, summary_json
+    from ignite_seg.engine.trainer import TrialOutcome
+    from ignite_seg.run_plan import log_trial
+
+    assert loss_rise([2.3, np.nan, 40.0]) == (2.3, 40.0) and loss_rise([2.3, 2.3]) is None and loss_rise([1.0]) is None
+    bad = TrialOutcome(trial_id=3, status="completed", seconds=1.0, started_at=0.0, pid=1,
+                       throughtime={"losses_train": np.array([2.3, 9.0, 40.0])})
+    good = TrialOutcome(trial_id=4, status="completed", seconds=1.0, started_at=0.0, pid=1,
+                        throughtime={"losses_train": np.array([2.3, 0.5, 0.1])})
+    with caplog.at_level("WARNING", logger="ignite_seg"):
+        log_trial(bad)
+        log_trial(good)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "trial 3" in warned[0] and "2.3 -> 40" in warned[0]
+
+    tt = {"trial_ids": np.array([3, 4]), "losses_train": np.array([[2.3, 9.0, 40.0], [2.3, 0.5, 0.1]])}
+    info = summary_info({"accuracy_style": "classification"}, {}, None, [], throughtimes=tt)
+    md = render_markdown(info)
+    assert "train loss rose" in md and "trial 3: 2.3 -> 40" in md and "trial 4" not in md.split("train loss rose")[1][:80]
+    assert summary_json(info)["trials"]["train_loss_rose"] == [{"trial_id": 3, "first": 2.3, "last": 40.0}]
+    assert "train loss rose" not in render_markdown(summary_info({}, {}, None, [], throughtimes=None))
+
+
+def test_the_recipe_check_is_a_decision_line_of_the_report(runner, tmp_path):
+    from ignite_seg.analysis.text import render_markdown, summary_info
+
+    t = _tune_run(runner, tmp_path, "regression", "linear", "MSELoss")
+    guard_recipe(t, FixedHyperparameters(lr_start=3.0, lr_end=10.0, batch_size=16, cycle_size_epochs=5.0, epochs=5))
+    misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
+    md = render_markdown(summary_info({}, {}, None, [], tuner_misc(misc)))
+    line = next(ln for ln in md.splitlines() if ln.startswith("- **recipe check**"))
+    assert "backed off" in line and "held-out loss fell" in line
+
+
+def tuner_misc(misc):
+    from ignite_seg.analysis.text import TunerFiles
+
+    return TunerFiles(misc=misc)
+
+
+def test_the_report_says_when_the_window_moved_below_the_settled_loss():
+    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
+
+    lrs = np.geomspace(1e-4, 10, 50)
+    lr = {"lrs": lrs, "losses": np.exp(-lrs)[None, :], "lr_range": np.array([0.007, 0.064]),
+          "diverged_lr": np.array([np.nan])}
+    misc = {"steps": {"lr_range": {"lr_min": 0.007, "lr_max": 0.064, "settled_lr": 0.069}}}
+    md = render_markdown(summary_info({}, {"lr_start": 0.007, "lr_end": 0.064}, None, [], TunerFiles(misc=misc, lr=lr)))
+    assert "the loss at its floor by lr 0.069" in md and "no repeat diverged" in md
+    misc["steps"]["lr_range"]["settled_lr"] = None
+    assert "at its floor" not in render_markdown(summary_info({}, {"lr_start": 0.007, "lr_end": 0.064}, None, [], TunerFiles(misc=misc, lr=lr)))
