@@ -28,6 +28,7 @@ from .config.specs import DESCRIBE_MAX, LoaderSpec, normalize_spec
 from .engine.checkpoints import CheckpointPlan, folder_visible, log_checkpoint_report
 from .engine.scoring import AccuracyStyle
 from .exceptions import ConfigError, ConfigTypeError, FolderError, TuningError
+from .run_result import TrainResult, TrialSummary, train_result  # re-exported: train()'s result
 from .runtime.tasks import TaskRunner
 from .storage.atomic import read_json
 from .storage.result_keys import ResultKeys
@@ -384,70 +385,3 @@ def check_metrics(metrics: Any, modes: Any) -> tuple[dict[str, LoaderSpec], dict
     except ValueError as exc:
         raise ConfigError(f"metrics: {exc}") from None
     return specs, {name: modes[name] for name in specs}
-
-
-@dataclass(frozen=True)
-class TrialSummary:
-    """Final metrics of one trial (NaN where the trial did not complete)."""
-
-    trial_id: int
-    status: str
-    loss_train: float
-    loss_val: float
-    perf_train: float
-    perf_val: float
-    seconds: float
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` returns: the recipe used, every trial of the folder and the paths written."""
-
-    folder: Path
-    hyperparameters: FixedHyperparameters
-    trials: tuple[TrialSummary, ...]
-    paths: Mapping[str, Path] = field(default_factory=dict)
-
-    @property
-    def completed(self) -> tuple[TrialSummary, ...]:
-        return tuple(t for t in self.trials if t.status == "completed")
-
-    @property
-    def n_failed(self) -> int:
-        return sum(t.status == "failed" for t in self.trials)
-
-    @property
-    def n_diverged(self) -> int:
-        return sum(t.status == "diverged" for t in self.trials)
-
-    @property
-    def failures(self) -> tuple[TrialSummary, ...]:
-        """The trials that failed or diverged, each with its ``error`` saying why."""
-        return tuple(t for t in self.trials if t.status != "completed")
-
-    def __str__(self) -> str:
-        done = self.completed
-        lines = [f"ignite_seg run in {self.folder}: {len(done)} of {len(self.trials)} trial(s) completed"]
-        if done:
-            perfs = [t.perf_val for t in done]
-            lines.append(f"  val perf: mean {sum(perfs) / len(perfs):.4f}, best {max(perfs):.4f}")
-        lines.extend(f"  trial {t.trial_id} {t.status}: {t.error}" for t in self.failures)
-        return "\n".join(lines)
-
-
-def train_result(rf: RunFolder, hp: FixedHyperparameters, finished: Mapping[int, Mapping[str, Any]]) -> TrainResult:
-    nan = float("nan")
-    summaries = tuple(
-        TrialSummary(
-            trial_id=tid, status=str(r.get("status")), loss_train=float(r.get("loss_train", nan)),
-            loss_val=float(r.get("loss_val", nan)), perf_train=float(r.get("perf_train", nan)),
-            perf_val=float(r.get("perf_val", nan)), seconds=float(r.get("seconds") or nan), error=r.get("error"),
-        )
-        for tid, r in sorted(finished.items())
-    )
-    paths = {
-        "folder": rf.path, "run": rf.run_json, "results": rf.results, "throughtimes": rf.throughtimes,
-        "hparams": rf.hparams, "trials": rf.trials, "analysis": rf.analysis,
-    }
-    return TrainResult(folder=rf.path, hyperparameters=hp, trials=summaries, paths=paths)
