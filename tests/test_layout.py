@@ -151,7 +151,7 @@ LAYERS = {
     "ignite_seg.tuning": 4,
     "ignite_seg.analysis": 4,
     "ignite_seg.run_plan": 5,
-    "ignite_seg.run_result": 5,
+    "ignite_seg.run_result": 4,
     "ignite_seg.api": 6,
     "ignite_seg.reanalyze": 6,
     "ignite_seg.tune_only": 7,
