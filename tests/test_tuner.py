@@ -231,7 +231,8 @@ def test_presets_are_ordered_by_effort_and_round_trip():
 
 
 def test_every_settings_field_is_used_by_the_tuner():
-    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/tuner.py", "engine/sweeps.py"))
+    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/tuner.py", "engine/sweeps.py",
+                                                                                "tuning/budget.py"))
     for f in dataclasses.fields(HyperparameterSettings):
         assert f"s.{f.name}" in src or f"settings.{f.name}" in src, f"{f.name} is never read by the tuner"
 

@@ -145,6 +145,15 @@ class HyperparameterSettings(JsonRecord):
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
 
+    What a tune costs stops growing with the dataset (issue 25): a sweep repeat runs at most
+    ``lr_sweep_max_iters`` iterations (fastai and Lightning take 100; ``lr_sweep_len`` epochs
+    when that is fewer, never fewer than ``lr_sweep_min_iters``), its held-out slice is measured
+    at most about ``lr_holdout_evals`` times (after the first step, every ``k`` steps and at the
+    end; the points between are interpolated linearly in log LR, see
+    :mod:`ignite_seg.tuning.budget`), and a batch-size candidate's first rung sees
+    ``batch_sweep_len`` epochs but at most ``batch_sweep_max_examples`` examples (every candidate
+    the same number of examples). ``None`` lifts each cap.
+
     The trials and the tuning runs use ``optimizer``, ``momentum``, ``weight_decay``, ``betas`` and
     ``eps``; the final trials use ``schedule`` (cycle length ``epochs / cycles`` for the triangular
     one), ``warmup_epochs`` and ``ema_decay``.
@@ -204,6 +213,11 @@ class HyperparameterSettings(JsonRecord):
     schedule: ScheduleName = "triangular"
     warmup_epochs: float = 0.0
     ema_decay: float | None = None
+    # tuning cost (issue 25): sweeps and batch-size runs capped in steps / examples, the held-out
+    # curve sampled; None lifts a cap (sized in epochs only, the held-out slice after every step)
+    lr_sweep_max_iters: int | None = 500
+    lr_holdout_evals: int | None = 32
+    batch_sweep_max_examples: int | None = 4096
 
     def __post_init__(self) -> None:
         _check_number(self, "lr_start", lambda v: v > 0, "a positive learning rate such as 1e-4")
@@ -266,6 +280,8 @@ class HyperparameterSettings(JsonRecord):
         _check_number(self, "momentum", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.9")
         _check_number(self, "weight_decay", lambda v: v >= 0, "a value >= 0 such as 1e-4")
         check_loop_options("HyperparameterSettings", self, "min_epochs")
+        for name, minimum in (("lr_sweep_max_iters", 10), ("lr_holdout_evals", 2), ("batch_sweep_max_examples", 1)):
+            check_int(f"HyperparameterSettings.{name}", getattr(self, name), minimum, optional=True)
 
 
 def check_loop_options(owner: str, record: FixedHyperparameters | HyperparameterSettings, epochs: str) -> None:

@@ -13,6 +13,17 @@ from .hyperparameters import FixedHyperparameters, HyperparameterSettings
 __all__ = ["PRESETS", "get_preset", "resolve_hyperparameters"]
 
 
+# The cost caps of each preset (issue 25: lr_sweep_max_iters, lr_holdout_evals,
+# batch_sweep_max_examples). The step caps sit just above what each preset's
+# ``lr_sweep_len`` epochs take on the digits benchmark (1,293 items trained on at batch 16: 243,
+# 486, 648, 810 steps), so small jobs keep the sweeps that were measured good, and a sweep never
+# grows past them however large the dataset (fastai and Lightning take 100 steps). One
+# measurement of the 512-item held-out slice costs about 16 training steps of a small CNN at
+# batch 16 (bench/tune_cost.py), so ``lr_holdout_evals`` keeps the sampling of the held-out curve
+# to about the sweep's own cost or less; the curve is smoothed over a tenth of the sweep, several
+# samples. The batch candidates' examples sit above digits' 2-3 epochs (2,586-3,879 examples).
+
+
 def _fastest() -> HyperparameterSettings:
     """Three short sweeps from one initialisation, the range chosen on the training loss, the batch
     size from the noise scale, no runs.
@@ -24,7 +35,8 @@ def _fastest() -> HyperparameterSettings:
     25% -> 18%, digits 7% -> 4.5%; tuner session 3) for ~0.5 s more on a warm 2-core pool.
     """
     return HyperparameterSettings(lr_min_inits=3, lr_shared_init=True, lr_choose_on="train", lr_sweep_len=3.0,
-                                  lr_sweep_min_iters=150, batch_pts=0)
+                                  lr_sweep_min_iters=150, batch_pts=0,
+                                  lr_sweep_max_iters=300, lr_holdout_evals=32, batch_sweep_max_examples=4096)
 
 
 def _fast() -> HyperparameterSettings:
@@ -32,6 +44,7 @@ def _fast() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=4, lr_sweep_len=6.0, batch_pts=3, batch_rn_min_inits=1, batch_sweep_len=2.0,
         rescan_lr_after_bs=True,
+        lr_sweep_max_iters=500, lr_holdout_evals=32, batch_sweep_max_examples=4096,
     )
 
 
@@ -40,6 +53,7 @@ def _slow() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=4, lr_sweep_len=8.0, lr_sweep_min_iters=300, batch_pts=4, batch_rn_min_inits=2,
         batch_sweep_len=2.0, rescan_lr_after_bs=True,
+        lr_sweep_max_iters=800, lr_holdout_evals=64, batch_sweep_max_examples=8192,
     )
 
 
@@ -48,10 +62,11 @@ def _slowest() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=6, lr_sweep_len=10.0, lr_sweep_min_iters=400, batch_pts=5, batch_rn_min_inits=3,
         batch_sweep_len=3.0, rescan_lr_after_bs=True,
+        lr_sweep_max_iters=1000, lr_holdout_evals=96, batch_sweep_max_examples=12288,
     )
 
 
-#: Named presets, each a function returning a fresh ``HyperparameterSettings``.
+# Named presets, each a function returning a fresh ``HyperparameterSettings``.
 PRESETS: dict[str, Callable[[], HyperparameterSettings]] = {
     "fastest": _fastest,
     "fast": _fast,

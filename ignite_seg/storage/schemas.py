@@ -199,6 +199,11 @@ class LRRangeStep(JsonSection):
     noise_scale_rule: str | None = optional()
     noise_b_small: float | None = optional()
     noise_b_big: int | None = optional()
+    #: the held-out slice was measured after the first step, every this many steps and at the end
+    #: of each repeat, interpolated in log LR between (issue 25; older folders: None, every step)
+    holdout_every: int | None = optional()
+    #: True when lr_sweep_max_iters made the sweep shorter than lr_sweep_len epochs
+    capped_by_max_iters: bool | None = optional()
 
 
 @dataclass(frozen=True)
