@@ -118,7 +118,7 @@ class HyperparameterSettings(JsonRecord):
        improvement (saturating losses never double). The EMA weight is ``lr_smooth_f`` at
        ``initial_batch_size``, proportionally less at smaller batches (noisier losses). The curves are
        smoothed over ``lr_smooth_frac`` of the sweep and the range is where the slope of the
-       ``lr_choose_on`` loss (``"holdout"``: on the held-out slice after every step, free of
+       ``lr_choose_on`` loss (``"holdout"``: on the held-out slice, sampled along the sweep, free of
        batch-to-batch noise; ``"train"``: the training batches' loss) against
        log LR stays within ``lr_steep_frac`` of the steepest, looking only ``lr_window_decades``
        below the divergence (further down, a sweep's loss falls because the model is young), and
@@ -256,7 +256,7 @@ class HyperparameterSettings(JsonRecord):
             raise ConfigError(
                 f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."
             )
-        for name in ("lr_shared_init", "batch_tie_test"):
+        for name in ("lr_shared_init", "batch_tie_test", "rescan_lr_after_bs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigTypeError(
                     f"HyperparameterSettings.{name} must be True or False, got {getattr(self, name)!r}."
@@ -264,10 +264,6 @@ class HyperparameterSettings(JsonRecord):
         if self.lr_choose_on not in ("holdout", "train"):
             raise ConfigError(
                 f"HyperparameterSettings.lr_choose_on must be 'holdout' or 'train', got {self.lr_choose_on!r}."
-            )
-        if not isinstance(self.rescan_lr_after_bs, bool):
-            raise ConfigTypeError(
-                f"HyperparameterSettings.rescan_lr_after_bs must be True or False, got {self.rescan_lr_after_bs!r}."
             )
         _check_int(self, "train_examples", 1)
         _check_int(self, "min_epochs", 1)
@@ -280,8 +276,13 @@ class HyperparameterSettings(JsonRecord):
         _check_number(self, "momentum", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.9")
         _check_number(self, "weight_decay", lambda v: v >= 0, "a value >= 0 such as 1e-4")
         check_loop_options("HyperparameterSettings", self, "min_epochs")
-        for name, minimum in (("lr_sweep_max_iters", 10), ("lr_holdout_evals", 2), ("batch_sweep_max_examples", 1)):
-            check_int(f"HyperparameterSettings.{name}", getattr(self, name), minimum, optional=True)
+        _check_cost_caps(self)
+
+
+def _check_cost_caps(s: HyperparameterSettings) -> None:
+    """The caps of issue 25: each an int of at least its minimum, or None (no cap)."""
+    for name, minimum in (("lr_sweep_max_iters", 10), ("lr_holdout_evals", 2), ("batch_sweep_max_examples", 1)):
+        check_int(f"HyperparameterSettings.{name}", getattr(s, name), minimum, optional=True)
 
 
 def check_loop_options(owner: str, record: FixedHyperparameters | HyperparameterSettings, epochs: str) -> None:

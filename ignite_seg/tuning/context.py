@@ -90,6 +90,7 @@ class _StepsShown:
 
     def __call__(self, progress: Mapping[Hashable, tuple[int, int]]) -> None:
         if not progress:
+            self.bar.set_postfix_str("", refresh=False)
             return
         done, total = sum(d for d, _ in progress.values()), sum(n for _, n in progress.values())
         self.bar.set_postfix_str(f"steps {done}/{total} in {len(progress)} running", refresh=False)
