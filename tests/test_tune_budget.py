@@ -113,3 +113,30 @@ def test_a_sweep_cut_by_divergence_measures_its_last_step():
     assert res.status == "diverged"
     n = res.arrays["losses"].size
     assert n < 120 and res.arrays["holdout_measured"][n - 1] == 1
+
+
+def test_a_tune_with_binding_caps_writes_the_sampled_curves_and_what_was_measured(tmp_path):
+    from test_tuner import SMALL, load, specs, strict_json
+
+    from ignite_seg.runtime.tasks import TaskRunner
+    from ignite_seg.storage.run_folder import RunFolder
+    from ignite_seg.tuning.tuner import tune
+
+    s = dataclasses.replace(SMALL, lr_sweep_len=20.0, lr_sweep_min_iters=20, lr_sweep_max_iters=60, lr_holdout_evals=8,
+                            batch_sweep_max_examples=100, rescan_lr_after_bs=False, batch_pts=2, batch_rn_min_inits=1)
+    with TaskRunner(2) as runner:
+        tune(runner, RunFolder(tmp_path / "r"), s, specs(), accuracy_style="classification",
+             facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
+    z = load(tmp_path / "r/hparams/lr_vs_perf.npz")
+    misc = strict_json(tmp_path / "r/hparams/misc.json")
+    plan = sweep_plan(s, 86, 16)  # 96 items less the 10 held out: 20 epochs would be 120 steps
+    assert plan == (60, 9, True) and z["lrs"].size == 60
+    lr = misc["steps"]["lr_range"]
+    assert lr["iterations"] == 60 and lr["holdout_every"] == 9 and lr["capped_by_max_iters"] is True
+    for r in range(s.lr_min_inits):
+        ran = np.isfinite(z["losses"][r])
+        measured = z["holdout_measured"][r] == 1
+        assert 2 <= measured.sum() <= 9 and measured[0] and not (measured & ~ran).any()
+        # between measurements the held-out curve is interpolated: finite wherever the repeat ran
+        assert np.isfinite(z["holdout_losses"][r][ran]).all() and np.isfinite(z["perfs"][r][ran]).all()
+    assert misc["steps"]["batch_size"]["rungs"][0]["budget_epochs"] == pytest.approx(100 / 86)

@@ -357,7 +357,7 @@ def _sweep_file(curves: _Curves, choice: LRRangeChoice, stopped: np.ndarray, hel
         holdout_losses=stacked["holdout_losses"],
         holdout_losses_smoothed=choice.smoothed if held_out else smooth_curves(stacked["holdout_losses"], window),
         choice_curve="holdout_losses" if held_out else "losses", batch_size=curves.batch_size,
-        rescan=curves.stage == "rescan",
+        rescan=curves.stage == "rescan", holdout_measured=stacked.get("holdout_measured"),
     )
 
 
