@@ -84,7 +84,7 @@ class LRSweepFile(NpzRecord):
     holdout_losses_smoothed: np.ndarray | None = optional()
     #: (R, P) 1 where the held-out slice was measured, 0 where interpolated, NaN past a repeat's end
     #: (issue 25; ``None``: an older folder, measured after every step)
-    holdout_measured: np.ndarray | None = optional()
+    holdout_measured: np.ndarray | None = absent_ok()
     #: the curve the range was chosen on: ``"holdout_losses"`` or ``"losses"`` (older folders: ``"losses"``)
     choice_curve: str = field(default="losses", metadata={"scalar": str})
     #: the batch size of the sweep
