@@ -53,7 +53,7 @@ def variant(preset: str, which: str) -> Any:
 
     s = get_preset(preset)
     if which == "before":  # main's behaviour: no caps, the held-out slice after every step
-        s = dataclasses.replace(s, lr_sweep_max_iters=None, lr_holdout_evals=None, batch_sweep_max_examples=None)
+        s = dataclasses.replace(s, lr_sweep_max_examples=None, lr_holdout_evals=None, batch_sweep_max_examples=None)
     return s
 
 

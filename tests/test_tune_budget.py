@@ -25,12 +25,17 @@ def test_small_datasets_keep_their_epoch_sized_sweeps_large_ones_are_capped():
     assert sweep_plan(fast, DIGITS_FIT, 16).iterations == 486 and not sweep_plan(fast, DIGITS_FIT, 16).capped
     for n in (19_488, 49_488):  # 20k and 50k items: 6 epochs would be 7,308 and 18,558 steps
         assert sweep_plan(fast, n, 16) == (500, 17, True)
-    uncapped = dataclasses.replace(fast, lr_sweep_max_iters=None, lr_holdout_evals=None)
+    uncapped = dataclasses.replace(fast, lr_sweep_max_examples=None, lr_holdout_evals=None)
     assert sweep_plan(uncapped, 19_488, 16) == (7308, 1, False)  # the old size: 6 epochs, every step measured
     # the floor of lr_sweep_min_iters wins over a smaller cap
-    assert sweep_plan(dataclasses.replace(fast, lr_sweep_max_iters=50), 19_488, 16).iterations == 200
-    for name, steps in (("fastest", 243), ("slow", 648), ("slowest", 810)):
+    assert sweep_plan(dataclasses.replace(fast, lr_sweep_max_examples=50), 19_488, 16).iterations == 200
+    # the cap is in examples: a rescan at batch 8 takes twice the steps (digits' 972 kept), at 64 a quarter
+    assert sweep_plan(fast, DIGITS_FIT, 8) == (972, 32, False)
+    assert sweep_plan(fast, 19_488, 8).iterations == 1000
+    assert sweep_plan(fast, 19_488, 32).iterations == 250 and sweep_plan(fast, 19_488, 64).iterations == 200
+    for name, steps in (("fastest", 243), ("slow", 648), ("slowest", 810)):  # and their rescans at batch 8
         assert sweep_plan(get_preset(name), DIGITS_FIT, 16).iterations == steps
+        assert not sweep_plan(get_preset(name), DIGITS_FIT, 8).capped
 
 
 def test_held_out_evaluations_per_repeat_stay_within_the_budget():
@@ -52,13 +57,13 @@ def test_batch_candidates_get_epochs_or_the_example_cap_whichever_is_fewer():
 
 
 def test_the_cost_fields_are_checked_with_the_fix():
-    with pytest.raises(ConfigError, match="lr_sweep_max_iters"):
-        HyperparameterSettings(lr_sweep_max_iters=5)
+    with pytest.raises(ConfigError, match="lr_sweep_max_examples"):
+        HyperparameterSettings(lr_sweep_max_examples=0)
     with pytest.raises(ConfigTypeError, match="lr_holdout_evals"):
         HyperparameterSettings(lr_holdout_evals=2.5)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="batch_sweep_max_examples"):
         HyperparameterSettings(batch_sweep_max_examples=0)
-    assert HyperparameterSettings(lr_sweep_max_iters=None, lr_holdout_evals=None, batch_sweep_max_examples=None)
+    assert HyperparameterSettings(lr_sweep_max_examples=None, lr_holdout_evals=None, batch_sweep_max_examples=None)
 
 
 def test_fill_sampled_is_exact_on_a_curve_linear_in_log_lr_and_keeps_nan_where_nothing_was_measured():
@@ -122,7 +127,7 @@ def test_a_tune_with_binding_caps_writes_the_sampled_curves_and_what_was_measure
     from ignite_seg.storage.run_folder import RunFolder
     from ignite_seg.tuning.tuner import tune
 
-    s = dataclasses.replace(SMALL, lr_sweep_len=20.0, lr_sweep_min_iters=20, lr_sweep_max_iters=60, lr_holdout_evals=8,
+    s = dataclasses.replace(SMALL, lr_sweep_len=20.0, lr_sweep_min_iters=20, lr_sweep_max_examples=960, lr_holdout_evals=8,
                             batch_sweep_max_examples=100, rescan_lr_after_bs=False, batch_pts=2, batch_rn_min_inits=1)
     with TaskRunner(2) as runner:
         tune(runner, RunFolder(tmp_path / "r"), s, specs(), accuracy_style="classification",
@@ -132,7 +137,7 @@ def test_a_tune_with_binding_caps_writes_the_sampled_curves_and_what_was_measure
     plan = sweep_plan(s, 86, 16)  # 96 items less the 10 held out: 20 epochs would be 120 steps
     assert plan == (60, 9, True) and z["lrs"].size == 60
     lr = misc["steps"]["lr_range"]
-    assert lr["iterations"] == 60 and lr["holdout_every"] == 9 and lr["capped_by_max_iters"] is True
+    assert lr["iterations"] == 60 and lr["holdout_every"] == 9 and lr["capped_by_max_examples"] is True
     for r in range(s.lr_min_inits):
         ran = np.isfinite(z["losses"][r])
         measured = z["holdout_measured"][r] == 1

@@ -145,9 +145,9 @@ class HyperparameterSettings(JsonRecord):
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
 
-    What a tune costs stops growing with the dataset (issue 25): a sweep repeat runs at most
-    ``lr_sweep_max_iters`` iterations (fastai and Lightning take 100; ``lr_sweep_len`` epochs
-    when that is fewer, never fewer than ``lr_sweep_min_iters``), its held-out slice is measured
+    What a tune costs stops growing with the dataset (issue 25): a sweep repeat sees at most
+    ``lr_sweep_max_examples`` examples (500 steps at batch 16; fastai and Lightning take 100 steps;
+    ``lr_sweep_len`` epochs when that is fewer, never fewer than ``lr_sweep_min_iters`` steps), its held-out slice is measured
     at most about ``lr_holdout_evals`` times (after the first step, every ``k`` steps and at the
     end; the points between are interpolated linearly in log LR, see
     :mod:`ignite_seg.tuning.budget`), and a batch-size candidate's first rung sees
@@ -215,7 +215,7 @@ class HyperparameterSettings(JsonRecord):
     ema_decay: float | None = None
     # tuning cost (issue 25): sweeps and batch-size runs capped in steps / examples, the held-out
     # curve sampled; None lifts a cap (sized in epochs only, the held-out slice after every step)
-    lr_sweep_max_iters: int | None = 500
+    lr_sweep_max_examples: int | None = 8000
     lr_holdout_evals: int | None = 32
     batch_sweep_max_examples: int | None = 4096
 
@@ -281,7 +281,7 @@ class HyperparameterSettings(JsonRecord):
 
 def _check_cost_caps(s: HyperparameterSettings) -> None:
     """The caps of issue 25: each an int of at least its minimum, or None (no cap)."""
-    for name, minimum in (("lr_sweep_max_iters", 10), ("lr_holdout_evals", 2), ("batch_sweep_max_examples", 1)):
+    for name, minimum in (("lr_sweep_max_examples", 1), ("lr_holdout_evals", 2), ("batch_sweep_max_examples", 1)):
         check_int(f"HyperparameterSettings.{name}", getattr(s, name), minimum, optional=True)
 
 

@@ -13,11 +13,13 @@ from .hyperparameters import FixedHyperparameters, HyperparameterSettings
 __all__ = ["PRESETS", "get_preset", "resolve_hyperparameters"]
 
 
-# The cost caps of each preset (issue 25: lr_sweep_max_iters, lr_holdout_evals,
-# batch_sweep_max_examples). The step caps sit just above what each preset's
-# ``lr_sweep_len`` epochs take on the digits benchmark (1,293 items trained on at batch 16: 243,
-# 486, 648, 810 steps), so small jobs keep the sweeps that were measured good, and a sweep never
-# grows past them however large the dataset (fastai and Lightning take 100 steps). One
+# The cost caps of each preset (issue 25: lr_sweep_max_examples, lr_holdout_evals,
+# batch_sweep_max_examples). The sweep caps sit just above what each preset's ``lr_sweep_len``
+# epochs take on the digits benchmark (1,293 items trained on: 3,879, 7,758, 10,344, 12,930
+# examples; 243-810 steps at batch 16, twice that for a rescan at batch 8), so small jobs keep
+# the sweeps that were measured good, and a sweep never grows past them however large the
+# dataset (fastai and Lightning take 100 steps). A cap in steps moved digits' range: its rescan
+# at batch 8 cut from 970 to 500 steps raised lr_end by ~50% (bench/RESULTS.md, session 8). One
 # measurement of the 512-item held-out slice costs about 16 training steps of a small CNN at
 # batch 16 (bench/tune_cost.py), so ``lr_holdout_evals`` keeps the sampling of the held-out curve
 # to about the sweep's own cost or less; the curve is smoothed over a tenth of the sweep, several
@@ -36,7 +38,7 @@ def _fastest() -> HyperparameterSettings:
     """
     return HyperparameterSettings(lr_min_inits=3, lr_shared_init=True, lr_choose_on="train", lr_sweep_len=3.0,
                                   lr_sweep_min_iters=150, batch_pts=0,
-                                  lr_sweep_max_iters=300, lr_holdout_evals=32, batch_sweep_max_examples=4096)
+                                  lr_sweep_max_examples=4000, lr_holdout_evals=32, batch_sweep_max_examples=4096)
 
 
 def _fast() -> HyperparameterSettings:
@@ -44,7 +46,7 @@ def _fast() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=4, lr_sweep_len=6.0, batch_pts=3, batch_rn_min_inits=1, batch_sweep_len=2.0,
         rescan_lr_after_bs=True,
-        lr_sweep_max_iters=500, lr_holdout_evals=32, batch_sweep_max_examples=4096,
+        lr_sweep_max_examples=8000, lr_holdout_evals=32, batch_sweep_max_examples=4096,
     )
 
 
@@ -53,7 +55,7 @@ def _slow() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=4, lr_sweep_len=8.0, lr_sweep_min_iters=300, batch_pts=4, batch_rn_min_inits=2,
         batch_sweep_len=2.0, rescan_lr_after_bs=True,
-        lr_sweep_max_iters=800, lr_holdout_evals=64, batch_sweep_max_examples=8192,
+        lr_sweep_max_examples=10500, lr_holdout_evals=64, batch_sweep_max_examples=8192,
     )
 
 
@@ -62,7 +64,7 @@ def _slowest() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=6, lr_sweep_len=10.0, lr_sweep_min_iters=400, batch_pts=5, batch_rn_min_inits=3,
         batch_sweep_len=3.0, rescan_lr_after_bs=True,
-        lr_sweep_max_iters=1000, lr_holdout_evals=96, batch_sweep_max_examples=12288,
+        lr_sweep_max_examples=13000, lr_holdout_evals=96, batch_sweep_max_examples=12288,
     )
 
 

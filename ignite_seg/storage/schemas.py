@@ -206,8 +206,8 @@ class LRRangeStep(JsonSection):
     #: the held-out slice was measured after the first step, every this many steps and at the end
     #: of each repeat, interpolated in log LR between (issue 25; older folders: None, every step)
     holdout_every: int | None = optional()
-    #: True when lr_sweep_max_iters made the sweep shorter than lr_sweep_len epochs
-    capped_by_max_iters: bool | None = optional()
+    #: True when lr_sweep_max_examples made the sweep shorter than lr_sweep_len epochs
+    capped_by_max_examples: bool | None = optional()
 
 
 @dataclass(frozen=True)

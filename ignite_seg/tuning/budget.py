@@ -1,7 +1,9 @@
 """What a tune costs: the size of its sweeps and batch-size runs, and the held-out curve's sampling.
 
 Pure functions of the settings and the dataset size (issue 25): a sweep lasts ``lr_sweep_len``
-epochs but at most ``lr_sweep_max_iters`` iterations, its held-out slice is measured at most
+epochs but sees at most ``lr_sweep_max_examples`` examples (never fewer than ``lr_sweep_min_iters``
+steps; a cap in examples, not steps, so a rescan at a smaller batch takes proportionally more
+steps: a range test's LRs depend on the progress made at each LR), its held-out slice is measured at most
 ``lr_holdout_evals`` times, and a batch-size candidate's first run sees ``batch_sweep_len`` epochs
 but at most ``batch_sweep_max_examples`` examples, so tuning stops growing with the dataset once a
 dataset is large enough to hit the caps. The held-out values between two measured points are
@@ -26,7 +28,7 @@ class SweepPlan(NamedTuple):
     iterations: int
     #: the held-out slice is measured after iteration 1, every ``holdout_every`` iterations and at the end
     holdout_every: int
-    #: True when ``lr_sweep_max_iters`` cut the sweep short of ``lr_sweep_len`` epochs
+    #: True when ``lr_sweep_max_examples`` cut the sweep short of ``lr_sweep_len`` epochs
     capped: bool
 
     @property
@@ -42,11 +44,13 @@ def sweep_plan(s: HyperparameterSettings, n_fit: int, batch_size: int) -> SweepP
         >>> from ignite_seg.config.presets import get_preset
         >>> sweep_plan(get_preset("fast"), 18_000, 16)
         SweepPlan(iterations=500, holdout_every=17, capped=True)
+        >>> sweep_plan(get_preset("fast"), 18_000, 8).iterations  # the same examples at batch 8
+        1000
     """
     iters_per_epoch = max(1, math.ceil(n_fit / batch_size))
     by_epochs = max(s.lr_sweep_min_iters, int(round(s.lr_sweep_len * iters_per_epoch)))
-    cap = s.lr_sweep_max_iters
-    iterations = by_epochs if cap is None else min(by_epochs, max(cap, s.lr_sweep_min_iters))
+    cap = s.lr_sweep_max_examples
+    iterations = by_epochs if cap is None else min(by_epochs, max(math.ceil(cap / batch_size), s.lr_sweep_min_iters))
     evals = s.lr_holdout_evals
     every = 1 if evals is None else max(1, math.ceil((iterations - 1) / max(evals - 1, 1)))
     return SweepPlan(iterations, every, iterations < by_epochs)

@@ -239,7 +239,7 @@ class _Curves:
     lrs: np.ndarray
     stacked: dict[str, np.ndarray]
     window: int
-    #: lr_sweep_max_iters made the sweep shorter than lr_sweep_len epochs
+    #: lr_sweep_max_examples made the sweep shorter than lr_sweep_len epochs
     capped: bool = False
 
     @property
@@ -287,7 +287,7 @@ def _lr_range_test(
 def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: Sequence[LRSweepResult]) -> _Curves:
     """Run the sweep's repeats in parallel; their curves stacked, with ``pooled`` ones first."""
     s = t.s
-    plan = sweep_plan(s, t.n_fit, batch_size)  # lr_sweep_len epochs, at most lr_sweep_max_iters steps
+    plan = sweep_plan(s, t.n_fit, batch_size)  # lr_sweep_len epochs, at most lr_sweep_max_examples examples
     iterations = plan.iterations
     # each repeat from its own seeded initialisation (lr_min_inits of them), or all from one
     init_seeds = [derive_seed(t.seed, "lr-init") if s.lr_shared_init else derive_seed(t.seed, f"{stage}-init", r)
@@ -307,7 +307,7 @@ def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: 
     logger.info("LR range test%s: %d repeat(s), lr %.3g -> %.3g over %d iterations at batch size %d%s, the held-out "
                 "slice measured %d times per repeat (every %d steps)", " (rescan)" if stage == "rescan" else "",
                 len(tasks), s.lr_start, s.lr_end, iterations, batch_size,
-                f" (capped by lr_sweep_max_iters={s.lr_sweep_max_iters}; {s.lr_sweep_len:g} epochs would be more)"
+                f" (capped by lr_sweep_max_examples={s.lr_sweep_max_examples}; {s.lr_sweep_len:g} epochs would be more)"
                 if plan.capped else "", plan.holdout_evals, plan.holdout_every)
     results = run_tasks(t, run_lr_sweep, tasks, "tune: LR rescan" if stage == "rescan" else "tune: LR range test",
                          stage, lambda task, err: LRSweepResult(task.key, "failed", error=err))
@@ -386,7 +386,7 @@ def _range_step(
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",
         noise_b_small=noise.b_small, noise_b_big=curves.batch_size, holdout_every=curves.tasks[0].holdout_every,
-        capped_by_max_iters=curves.capped,
+        capped_by_max_examples=curves.capped,
     )
 
 
