@@ -156,12 +156,12 @@ def part_run(task: str, sizes: list[int], presets: list[str], variants: list[str
                         misc = json.loads((Path(tmp) / "r/hparams/misc.json").read_text())
                     hp = res.hyperparameters
                     lr = misc["steps"].get("lr_range", {})
-                    row = {"task": task, "n": n, "preset": preset, "variant": which, "seed": seed, "wall_s": wall,
+                    row = {"task": task, "n": misc.get("n_train", n), "preset": preset, "variant": which, "seed": seed, "wall_s": wall,
                            "compute": misc["compute"], "sweep_iterations": lr.get("iterations"),
                            "holdout_every": lr.get("holdout_every"), "lr_start": hp.lr_start, "lr_end": hp.lr_end,
                            "batch_size": hp.batch_size, "epochs": hp.epochs}
                     rows.append(row)
-                    print(f"[run] {task} n={n} {preset} {which} seed {seed}: lr {hp.lr_start:.4g} -> {hp.lr_end:.4g}, "
+                    print(f"[run] {task} n={row['n']} {preset} {which} seed {seed}: lr {hp.lr_start:.4g} -> {hp.lr_end:.4g}, "
                           f"batch {hp.batch_size}, {lr.get('iterations')} iters/repeat; worker "
                           f"{misc['compute']['total_task_seconds']:.1f} s, tune wall {wall:.1f} s", flush=True)
     return rows
