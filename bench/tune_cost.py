@@ -18,6 +18,8 @@ The task (:mod:`bench.cost_task`): synthetic 3x32x32 images of 10 classes, a 2-c
 * ``run``: real ``ignite_seg.tune`` runs (2 cores), the compute ``misc.json`` records, and the
   choice: ``--sizes 2000 --presets fastest,fast --variants before,after --seeds 0,1``;
   ``--task digits`` tunes the digits MLP instead.
+* ``sampling``: digits, four repeats of ``fast``'s first sweep recorded at every step; the range
+  chosen on the held-out curve sampled every 1, 2, 4, 8, 16 steps (the sampling's effect alone).
 
     PYTHONPATH=. nice python bench/tune_cost.py --part units,plan --out out/tune_cost
     PYTHONPATH=. nice python bench/tune_cost.py --part run --task digits --presets fast --seeds 0,1,2
@@ -167,6 +169,44 @@ def part_run(task: str, sizes: list[int], presets: list[str], variants: list[str
     return rows
 
 
+def part_sampling(repeats: int = 4) -> list[dict[str, Any]]:
+    """Digits, ``fast``'s first sweep recorded at every step in this process; the range chosen on the
+    held-out curve sampled every 1, 2, 4, 8, 16 steps and interpolated (the sampling's effect alone)."""
+    import numpy as np
+
+    from ignite_seg.config.presets import get_preset
+    from ignite_seg.config.specs import normalize_spec
+    from ignite_seg.engine.sweeps import LRSweepTask, RecipeSpec, run_lr_sweep
+    from ignite_seg.tuning.budget import fill_sampled, holdout_measured_at
+    from ignite_seg.tuning.context import derive_seed
+    from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range, geometric_lrs
+    from ignite_seg.tuning.tuner import _stack, holdout_indices
+
+    s, n, iters = get_preset("fast"), 1437, 486
+    recipe = RecipeSpec(model=normalize_spec(DIGITS["model"], "m"), dataset=normalize_spec(DIGITS["dataset"], "d"),
+                        loss=normalize_spec(DIGITS["loss"], "l"), accuracy_style="classification", device="cpu",
+                        holdout=tuple(int(i) for i in holdout_indices(n, s, 0)), threads=1)
+    runs = [run_lr_sweep(LRSweepTask(
+        key=r, recipe=recipe, init_seed=derive_seed(r, "lr-init", 0), data_seed=derive_seed(r, "lr", "data", 0),
+        batch_size=16, lr_start=s.lr_start, lr_end=s.lr_end, iterations=iters, diverge_th=s.diverge_th,
+        diverge_regain=s.diverge_regain, smooth_f=s.lr_smooth_f, noise_chunks=4)) for r in range(repeats)]
+    losses, held = (_stack([r.arrays[k] for r in runs], iters) for k in ("losses", "holdout_losses"))
+    rule = RangeRule(window=max(1, int(round(s.lr_smooth_frac * iters))) | 1, diverge_th=s.diverge_th,
+                     regain=s.diverge_regain, steep_frac=s.lr_steep_frac, window_decades=s.lr_window_decades,
+                     min_span_decades=s.lr_min_span_decades)
+    out = []
+    for every in (1, 2, 4, 8, 16):
+        mask = np.stack([holdout_measured_at(iters, every).astype(float) for _ in runs])
+        for r, row in enumerate(losses):
+            ran = int(np.isfinite(row).sum())
+            mask[r, ran:], mask[r, ran - 1] = np.nan, 1.0
+        c = choose_lr_range(geometric_lrs(s.lr_start, s.lr_end, iters), losses, rule,
+                            curves=fill_sampled(np.where(mask == 1, held, np.nan), mask))
+        out.append({"every": every, "lr_min": c.lr_min, "lr_max": c.lr_max, "steepest": c.steepest_lr})
+        print(f"[sampling] every {every:2d}: {c.lr_min:.4g} -> {c.lr_max:.4g} (steepest {c.steepest_lr:.4g})", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", default="units,plan")
@@ -188,6 +228,8 @@ def main() -> None:
         units_path.write_text(json.dumps(units, indent=1))
         if "plan" in parts:
             (out / "plan.json").write_text(json.dumps(part_plan(units, presets), indent=1))
+    if "sampling" in parts:
+        (out / "sampling.json").write_text(json.dumps(part_sampling(), indent=1))
     if "run" in parts:
         rows = part_run(args.task, [int(x) for x in args.sizes.split(",")], presets, args.variants.split(","),
                         [int(x) for x in args.seeds.split(",")])
