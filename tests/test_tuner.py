@@ -253,7 +253,8 @@ def test_presets_are_ordered_by_effort_and_round_trip():
 
 def test_every_settings_field_is_used_by_the_tuner():
     src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/tuner.py", "engine/sweeps.py",
-                                                                                  "tuning/batch_runs.py", "tuning/reasons.py"))
+                                                                                  "tuning/batch_runs.py", "tuning/reasons.py",
+                                                                                  "tuning/budget.py"))
     # the update options travel as one record (settings.options), read whole by the tuning runs
     options = {f.name for f in dataclasses.fields(TrainingOptions)}
     assert "settings.options" in src and "recipe.options" in src

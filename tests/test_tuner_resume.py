@@ -27,10 +27,10 @@ class CountingRunner:
     def task_threads(self):
         return self.runner.task_threads
 
-    def map_unordered(self, fn, tasks, key):
+    def map_unordered(self, fn, tasks, key, **kw):
         tasks = list(tasks)
         self.tasks += len(tasks)
-        return self.runner.map_unordered(fn, tasks, key=key)
+        return self.runner.map_unordered(fn, tasks, key=key, **kw)
 
 
 def _kind(path) -> str:

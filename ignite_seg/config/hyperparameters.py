@@ -120,7 +120,7 @@ class HyperparameterSettings(JsonRecord):
        improvement (saturating losses never double). The EMA weight is ``lr_smooth_f`` at
        ``initial_batch_size``, proportionally less at smaller batches (noisier losses). The curves are
        smoothed over ``lr_smooth_frac`` of the sweep and the range is where the slope of the
-       ``lr_choose_on`` loss (``"holdout"``: on the held-out slice after every step, free of
+       ``lr_choose_on`` loss (``"holdout"``: on the held-out slice, sampled along the sweep, free of
        batch-to-batch noise; ``"train"``: the training batches' loss) against
        log LR stays within ``lr_steep_frac`` of the steepest, looking only ``lr_window_decades``
        below the divergence (further down, a sweep's loss falls because the model is young), and
@@ -146,6 +146,15 @@ class HyperparameterSettings(JsonRecord):
        when that is ``initial_batch_size`` the rescan's repeats are pooled with the first sweep's.
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
+
+    What a tune costs stops growing with the dataset (issue 25): a sweep repeat sees at most
+    ``lr_sweep_max_examples`` examples (500 steps at batch 16; fastai and Lightning take 100 steps;
+    ``lr_sweep_len`` epochs when that is fewer, never fewer than ``lr_sweep_min_iters`` steps), its held-out slice is measured
+    at most about ``lr_holdout_evals`` times (after the first step, every ``k`` steps and at the
+    end; the points between are interpolated linearly in log LR, see
+    :mod:`ignite_seg.tuning.budget`), and a batch-size candidate's first rung sees
+    ``batch_sweep_len`` epochs but at most ``batch_sweep_max_examples`` examples (every candidate
+    the same number of examples). ``None`` lifts each cap.
 
     The trials and the tuning runs (the LR sweep's repeats, the batch-size candidates) use
     ``optimizer``, ``momentum``, ``weight_decay``, ``betas``, ``eps``, ``grad_clip_norm`` and ``amp``
@@ -210,6 +219,11 @@ class HyperparameterSettings(JsonRecord):
     # update options of the final trials and of the tuning runs alike (see FixedHyperparameters)
     grad_clip_norm: float | None = None
     amp: bool = False
+    # tuning cost (issue 25): sweeps and batch-size runs capped in steps / examples, the held-out
+    # curve sampled; None lifts a cap (sized in epochs only, the held-out slice after every step)
+    lr_sweep_max_examples: int | None = 8000
+    lr_holdout_evals: int | None = 32
+    batch_sweep_max_examples: int | None = 4096
 
     @property
     def options(self) -> TrainingOptions:
@@ -274,6 +288,13 @@ class HyperparameterSettings(JsonRecord):
         _check_number(self, "weight_decay", lambda v: v >= 0, "a value >= 0 such as 1e-4")
         check_update_options("HyperparameterSettings", self)
         check_loop_options("HyperparameterSettings", self, "min_epochs")
+        _check_cost_caps(self)
+
+
+def _check_cost_caps(s: HyperparameterSettings) -> None:
+    """The caps of issue 25: each an int of at least its minimum, or None (no cap)."""
+    for name, minimum in (("lr_sweep_max_examples", 1), ("lr_holdout_evals", 2), ("batch_sweep_max_examples", 1)):
+        check_int(f"HyperparameterSettings.{name}", getattr(s, name), minimum, optional=True)
 
 
 @dataclass(frozen=True)

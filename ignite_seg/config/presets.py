@@ -14,6 +14,19 @@ from .hyperparameters import FixedHyperparameters, HyperparameterSettings
 __all__ = ["PRESETS", "get_preset", "resolve_hyperparameters"]
 
 
+# The cost caps of each preset (issue 25: lr_sweep_max_examples, lr_holdout_evals,
+# batch_sweep_max_examples). The sweep caps sit just above what each preset's ``lr_sweep_len``
+# epochs take on the digits benchmark (1,293 items trained on: 3,879, 7,758, 10,344, 12,930
+# examples; 243-810 steps at batch 16, twice that for a rescan at batch 8), so small jobs keep
+# the sweeps that were measured good, and a sweep never grows past them however large the
+# dataset (fastai and Lightning take 100 steps). A cap in steps moved digits' range: its rescan
+# at batch 8 cut from 970 to 500 steps raised lr_end by ~50% (bench/RESULTS.md, session 8). One
+# measurement of the 512-item held-out slice costs about 16 training steps of a small CNN at
+# batch 16 (bench/tune_cost.py), so ``lr_holdout_evals`` keeps the sampling of the held-out curve
+# to about the sweep's own cost or less; the curve is smoothed over a tenth of the sweep, several
+# samples. The batch candidates' examples sit above digits' 2-3 epochs (2,586-3,879 examples).
+
+
 def _fastest() -> HyperparameterSettings:
     """Three short sweeps from one initialisation, the range chosen on the training loss, the batch
     size from the noise scale, no runs.
@@ -25,7 +38,8 @@ def _fastest() -> HyperparameterSettings:
     25% -> 18%, digits 7% -> 4.5%; tuner session 3) for ~0.5 s more on a warm 2-core pool.
     """
     return HyperparameterSettings(lr_min_inits=3, lr_shared_init=True, lr_choose_on="train", lr_sweep_len=3.0,
-                                  lr_sweep_min_iters=150, batch_pts=0)
+                                  lr_sweep_min_iters=150, batch_pts=0,
+                                  lr_sweep_max_examples=4000, lr_holdout_evals=32, batch_sweep_max_examples=4096)
 
 
 def _fast() -> HyperparameterSettings:
@@ -33,6 +47,7 @@ def _fast() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=4, lr_sweep_len=6.0, batch_pts=3, batch_rn_min_inits=1, batch_sweep_len=2.0,
         rescan_lr_after_bs=True,
+        lr_sweep_max_examples=8000, lr_holdout_evals=32, batch_sweep_max_examples=4096,
     )
 
 
@@ -41,6 +56,7 @@ def _slow() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=4, lr_sweep_len=8.0, lr_sweep_min_iters=300, batch_pts=4, batch_rn_min_inits=2,
         batch_sweep_len=2.0, rescan_lr_after_bs=True,
+        lr_sweep_max_examples=10500, lr_holdout_evals=64, batch_sweep_max_examples=8192,
     )
 
 
@@ -49,10 +65,11 @@ def _slowest() -> HyperparameterSettings:
     return HyperparameterSettings(
         lr_min_inits=6, lr_sweep_len=10.0, lr_sweep_min_iters=400, batch_pts=5, batch_rn_min_inits=3,
         batch_sweep_len=3.0, rescan_lr_after_bs=True,
+        lr_sweep_max_examples=13000, lr_holdout_evals=96, batch_sweep_max_examples=12288,
     )
 
 
-#: Named presets, each a function returning a fresh ``HyperparameterSettings``.
+# Named presets, each a function returning a fresh ``HyperparameterSettings``.
 PRESETS: dict[str, Callable[[], HyperparameterSettings]] = {
     "fastest": _fastest,
     "fast": _fast,

@@ -40,6 +40,7 @@ from torch.utils.data import Subset
 
 from ..config.hyperparameters import TrainingOptions
 from ..config.specs import LoaderSpec
+from ..runtime.workers import report_progress
 from ..smoothing import DivergenceMonitor
 from .batching import Batches, BatchSource, PrepareBatch
 from .handlers import CurveRecorder, DivergenceStop, output_loss
@@ -107,6 +108,8 @@ class LRSweepTask:
     smooth_f: float
     noise_chunks: int
     device_index: int = 0
+    #: measure the held-out slice every this many iterations (and after the first and the last)
+    holdout_every: int = 1
 
 
 @dataclass
@@ -194,18 +197,25 @@ class SweepRecorder(CurveRecorder):
     ``holdout`` is a list of prepared batches (``(x, y)`` on the device), measured by ``scorer``
     as they are (its ``prepare_batch`` should pass them through). The LR is the first param group's of the optimizer passed to :meth:`attach` (NaN without one);
     the norms are those of a :class:`NoiseTrainer` (NaN on any other engine or a plain step).
+    The held-out slice is measured after the first iteration, every ``every`` iterations and at
+    the end of the run (``holdout_measured`` is 1 there, 0 where the held-out values are NaN
+    because they were not measured): a measurement costs a forward pass over the whole slice,
+    tens of training steps (issue 25).
     """
 
-    KEYS = ("lrs", "losses", "holdout_losses", "perfs", "sq_small", "sq_big", "b_small", "b_big")
+    KEYS = ("lrs", "losses", "holdout_losses", "perfs", "sq_small", "sq_big", "b_small", "b_big", "holdout_measured")
 
     def __init__(
         self,
         model: torch.nn.Module,
         scorer: Scorer,
         holdout: list[Any],
+        every: int = 1,
     ) -> None:
         super().__init__()
-        self.model, self.scorer, self.holdout = model, scorer, holdout
+        if every < 1:
+            raise ValueError(f"SweepRecorder needs every >= 1, got {every!r}")
+        self.model, self.scorer, self.holdout, self.every = model, scorer, holdout, every
         self.optimizer: torch.optim.Optimizer | None = None
 
     def attach(self, engine: Engine, optimizer: torch.optim.Optimizer | None = None) -> None:
@@ -213,23 +223,47 @@ class SweepRecorder(CurveRecorder):
             self.optimizer = optimizer
         if not engine.has_event_handler(self.record, Events.ITERATION_COMPLETED):
             engine.add_event_handler(Events.ITERATION_COMPLETED, self.record)
+        if not engine.has_event_handler(self.measure_last, Events.COMPLETED):
+            engine.add_event_handler(Events.COMPLETED, self.measure_last)
 
     def detach(self, engine: Engine) -> None:
         if engine.has_event_handler(self.record, Events.ITERATION_COMPLETED):
             engine.remove_event_handler(self.record, Events.ITERATION_COMPLETED)
+        if engine.has_event_handler(self.measure_last, Events.COMPLETED):
+            engine.remove_event_handler(self.measure_last, Events.COMPLETED)
 
     def record(self, engine: Engine) -> None:
         loss = output_loss(engine)
-        hold_loss, perf = self._score() if math.isfinite(loss) else (math.nan, math.nan)
+        due = (len(self.records["losses"]) % self.every) == 0
+        hold_loss, perf = self._score() if due and math.isfinite(loss) else (math.nan, math.nan)
         norms = (engine.grad_norms if isinstance(engine, NoiseTrainer) else None) or (math.nan,) * 4
         lr = self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else math.nan
-        self.append(lrs=lr, losses=loss, holdout_losses=hold_loss, perfs=perf,
+        self.append(lrs=lr, losses=loss, holdout_losses=hold_loss, perfs=perf, holdout_measured=float(due),
                     **dict(zip(("sq_small", "sq_big", "b_small", "b_big"), norms)))
 
+    def measure_last(self, engine: Engine) -> None:
+        """At the end of the run (its last step, or where it diverged): measure the held-out slice
+        there if the last step did not, so the sampled curve reaches the sweep's end."""
+        rec = self.records
+        if rec["holdout_measured"] and not rec["holdout_measured"][-1] and math.isfinite(rec["losses"][-1]):
+            rec["holdout_losses"][-1], rec["perfs"][-1] = self._score()
+            rec["holdout_measured"][-1] = 1.0
 
     def _score(self) -> tuple[float, float]:
         scores = self.scorer.measure(self.model, self.holdout)
         return scores["loss"], scores["perf"]
+
+
+def report_steps(engine: Engine, total: int) -> None:
+    """Tell the driver, while ``engine`` runs, how many of its ``total`` iterations are done
+    (:func:`~ignite_seg.runtime.workers.report_progress`: at most every few seconds, a no-op
+    outside the default pool); safe to call twice."""
+    if not engine.has_event_handler(_report, Events.ITERATION_COMPLETED):
+        engine.add_event_handler(Events.ITERATION_COMPLETED, _report, total)
+
+
+def _report(engine: Engine, total: int) -> None:
+    report_progress(engine.state.iteration, total)
 
 
 class LRRangeTest:
@@ -326,10 +360,11 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
         engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks,
                                       prep.prepare_batch, task.recipe.options.grad_clip_norm, task.recipe.options.amp)
-        recorder = SweepRecorder(prep.model, prep.scorer, prep.holdout)
+        recorder = SweepRecorder(prep.model, prep.scorer, prep.holdout, task.holdout_every)
         test = LRRangeTest(task.lr_start, task.lr_end, task.iterations, task.diverge_th, task.smooth_f, recorder,
                            task.diverge_regain)
         batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.data_seed))
+        report_steps(engine, task.iterations)
         with test.attach(engine, prep.model, optimizer):
             state = engine.run(batches, max_iters=task.iterations)
         result.arrays = recorder.arrays()
@@ -359,6 +394,7 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
         engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
         stop = DivergenceStop()
         stop.attach(engine)
+        report_steps(engine, iterations)
         state = engine.run(batches, max_iters=iterations)
         result.iterations = int(state.iteration)
         result.examples = _examples(batches, state.iteration)

@@ -46,6 +46,7 @@ from ignite.utils import manual_seed
 
 from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
+from ..runtime.workers import report_progress
 from ..storage.result_keys import BestRecord, Mode
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
 from .best import attach_best
@@ -416,6 +417,8 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
              "best": best, "grad_scaler": getattr(engine, "grad_scaler", None)}
     registered = _attach_user_handlers(task, engine, recorder, (model, eval_model, optimizer), output_dir)
     outcome.checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch, registered)
+    engine.add_event_handler(Events.ITERATION_COMPLETED,  # steps done, for the driver's stall warning
+                             lambda e: report_progress(e.state.iteration, e.state.max_epochs * e.state.epoch_length))
 
     engine.run(batches, max_epochs=hp.epochs)
 

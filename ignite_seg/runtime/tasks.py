@@ -27,10 +27,11 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
-from typing import Any, Callable, Generic, Hashable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from .workers import (
     LIVE_WORKERS,
+    TaskProgress,
     announce_and_call,
     driver_identity,
     init_trial_worker,
@@ -51,7 +52,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: Seconds without any finished task after which the runner logs a warning (or twice the longest
-#: task so far, when that is longer); repeated after each further such interval.
+#: task so far, when that is longer); repeated after each further such interval. Tasks that
+#: reported progress (``runtime.workers.report_progress``) within that time are not suspected.
 STALL_WARNING_S = 60.0
 #: How often the runner wakes up while it waits (timeouts, stall warnings).
 POLL_S = 1.0
@@ -89,6 +91,9 @@ class _Flight(Generic[T]):
     last_done: float = field(default_factory=time.monotonic)
     next_warning: float = 0.0
     longest: float = 0.0
+    #: by task key: (steps done, steps in all, when reported) of the running tasks that report progress
+    progress: dict[Hashable, tuple[int, int, float]] = field(default_factory=dict)
+    progress_changed: bool = False
 
     def add(self, fut: Future[Any], task: T) -> None:
         self.inflight[fut] = task
@@ -99,7 +104,9 @@ class _Flight(Generic[T]):
         self.longest = max(self.longest, now - self.started.pop(fut, now))
         self.running.discard(fut)
         self.last_done = now
-        return self.inflight.pop(fut)
+        task = self.inflight.pop(fut)
+        self.progress_changed |= self.progress.pop(self.key(task), None) is not None
+        return task
 
     def expired(self) -> list[Future[Any]]:
         """In-flight futures past the timeout; the clock starts when the future reports running
@@ -202,17 +209,25 @@ class TaskRunner:
             return fut
         return self.executor.submit(fn, task)
 
-    def _drain_started(self) -> dict[Hashable, int]:
-        """The ``(task key, worker pid)`` announcements queued so far."""
+    def _drain_started(self, run: _Flight[Any] | None = None) -> dict[Hashable, int]:
+        """The ``(task key, worker pid)`` announcements queued so far; the progress reports go to
+        ``run.progress``."""
         started: dict[Hashable, int] = {}
         while self._queue is not None and not self._queue.empty():
-            key, pid = self._queue.get()
+            item = self._queue.get()
+            if isinstance(item, TaskProgress):
+                if run is not None and item.key in {run.key(t) for t in run.inflight.values()}:
+                    run.progress[item.key] = (item.done, item.total, time.monotonic())
+                    run.progress_changed = True
+                continue
+            key, pid = item
             started[key] = pid
         return started
 
     def map_unordered(
         self, fn: Callable[[T], R], tasks: Iterable[T], key: Callable[[T], Hashable] = id,
         timeout: float | None = None, at_once: int | None = None,
+        on_progress: Callable[[Mapping[Hashable, tuple[int, int]]], None] | None = None,
     ) -> Iterator[R | TaskLost[T]]:
         """Yield each task's result as it completes; a task whose worker kept dying, or that ran
         longer than ``timeout`` seconds, yields ``TaskLost``.
@@ -222,6 +237,8 @@ class TaskRunner:
         at once and its result, if it ever comes, is ignored. Exceptions raised by ``fn``
         itself propagate (task functions catch the user's errors and return them as results).
         ``at_once``: at most this many tasks in flight (default: the pool's capacity).
+        ``on_progress``: called with ``{task key: (steps done, steps in all)}`` of the running tasks
+        that report progress (default pool only) whenever that changes.
         """
         run: _Flight[T] = _Flight(deque(tasks), key, timeout)
         limit = self.capacity if self.owned else max(len(run.pending), 1)
@@ -232,7 +249,7 @@ class TaskRunner:
                 if run.inflight else (set(), set())
             # read the announcements as they come: nobody else empties the queue's pipe, and once
             # it is full every worker blocks in its next announcement (after ~1000 tasks per pool)
-            run.pids.update(self._drain_started())
+            run.pids.update(self._drain_started(run))
             broken: list[T] = []
             for fut in done:
                 task = run.pop(fut)
@@ -250,6 +267,9 @@ class TaskRunner:
                 else:
                     raise exc
             yield from self._expire(run)
+            if on_progress is not None and run.progress_changed:
+                run.progress_changed = False
+                on_progress({k: (d, n) for k, (d, n, _) in run.progress.items()})
             self._warn_if_stalled(run)
             if broken or (pool_broken and not run.inflight):
                 yield from self._recover(run, broken)
@@ -293,19 +313,26 @@ class TaskRunner:
         now = time.monotonic()
         quiet = now - run.last_done
         threshold = max(STALL_WARNING_S, 2 * run.longest)
-        if run.inflight and quiet > threshold and now >= run.next_warning:
-            running = sorted(map(str, (run.key(t) for t in run.inflight.values())))
-            logger.warning(
-                "no task has finished for %.0f s (%d running: %s); a task that hangs can be stopped "
-                "with train(..., trial_timeout=seconds)", quiet, len(running), ", ".join(running[:10]),
-            )
-            run.next_warning = now + threshold
+        if not (run.inflight and quiet > threshold and now >= run.next_warning):
+            return
+        run.next_warning = now + threshold
+        keys = [run.key(t) for t in run.inflight.values()]
+        # a task that reported progress within the interval is working, not hanging
+        silent = sorted(str(k) for k in keys if now - run.progress.get(k, (0, 0, -threshold))[2] > threshold)
+        if not silent:
+            return
+        busy = len(keys) - len(silent)
+        logger.warning(
+            "no task has finished for %.0f s and %d running task(s) reported no progress in that time (%s)%s; "
+            "a task that hangs can be stopped with train(..., trial_timeout=seconds)", quiet, len(silent),
+            ", ".join(silent[:10]), f"; {busy} other(s) are making progress" if busy else "",
+        )
 
     def _recover(self, run: _Flight[T], broken: list[T]) -> Iterator[TaskLost[T]]:
         """The pool broke: collect every in-flight task, sort them out, start a new pool."""
         for fut in list(run.inflight):
             broken.append(run.pop(fut))
-        run.pids.update(self._drain_started())
+        run.pids.update(self._drain_started(run))
         timed_out = [t for t in broken if run.key(t) in run.timed_out]
         others = [t for t in broken if run.key(t) not in run.timed_out]
         culprits = self._find_culprits([run.key(t) for t in others], run.pids, explained=bool(timed_out))

@@ -18,13 +18,14 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
-from typing import Any, Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence
 
 import psutil
 
 __all__ = [
     "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
     "second_interrupt_exits", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call",
+    "TaskProgress", "report_progress", "PROGRESS_EVERY_S",
 ]
 
 logger = logging.getLogger(__name__)
@@ -130,10 +131,46 @@ def warm_up() -> int:
     return os.getpid()
 
 
+#: Seconds between two progress reports of one task (:func:`report_progress`).
+PROGRESS_EVERY_S = 2.0
+_current_key: Hashable | None = None
+_last_report = 0.0
+
+
+class TaskProgress(NamedTuple):
+    """A running task's report on the announcement queue: ``done`` of its ``total`` steps."""
+
+    key: Hashable
+    done: int
+    total: int
+
+
 def announce_and_call(key: Hashable, fn: Callable[[Any], Any], task: Any) -> Any:
+    global _current_key, _last_report
     if _started_queue is not None:
         _started_queue.put((key, os.getpid()))
-    return fn(task)
+    _current_key, _last_report = key, time.monotonic()
+    try:
+        return fn(task)
+    finally:
+        _current_key = None
+
+
+def report_progress(done: int, total: int) -> None:
+    """Called from inside a task of the default pool: ``done`` of ``total`` steps are done.
+
+    Sent to the driver at most every :data:`PROGRESS_EVERY_S` seconds (the driver shows it and
+    does not take a task that reports for a hung one); elsewhere (another executor, the caller's
+    own process) a no-op.
+    """
+    global _last_report
+    if _started_queue is None or _current_key is None:
+        return
+    now = time.monotonic()
+    if now - _last_report < PROGRESS_EVERY_S:
+        return
+    _last_report = now
+    _started_queue.put(TaskProgress(_current_key, int(done), int(total)))
 
 
 def kill_processes(procs: Iterable[BaseProcess]) -> None:

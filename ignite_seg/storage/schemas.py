@@ -79,9 +79,13 @@ class LRSweepFile(NpzRecord):
     lr_range: np.ndarray | None = optional()
     #: (R,) LR at which each repeat stopped (diverged), NaN where it did not
     diverged_lr: np.ndarray | None = optional()
-    #: (R, P) the loss on the held-out slice after every step, and smoothed (``None``: an older folder)
+    #: (R, P) the loss on the held-out slice along the sweep, and smoothed (``None``: an older folder);
+    #: where ``holdout_measured`` is 0 the value (and ``perfs``') is interpolated in log LR between measurements
     holdout_losses: np.ndarray | None = optional()
     holdout_losses_smoothed: np.ndarray | None = optional()
+    #: (R, P) 1 where the held-out slice was measured, 0 where interpolated, NaN past a repeat's end
+    #: (issue 25; ``None``: an older folder, measured after every step)
+    holdout_measured: np.ndarray | None = absent_ok()
     #: the curve the range was chosen on: ``"holdout_losses"`` or ``"losses"`` (older folders: ``"losses"``)
     choice_curve: str = field(default="losses", metadata={"scalar": str})
     #: the batch size of the sweep
@@ -203,6 +207,11 @@ class LRRangeStep(JsonSection):
     noise_scale_rule: str | None = optional()
     noise_b_small: float | None = optional()
     noise_b_big: int | None = optional()
+    #: the held-out slice was measured after the first step, every this many steps and at the end
+    #: of each repeat, interpolated in log LR between (issue 25; older folders: None, every step)
+    holdout_every: int | None = optional()
+    #: True when lr_sweep_max_examples made the sweep shorter than lr_sweep_len epochs
+    capped_by_max_examples: bool | None = optional()
 
 
 @dataclass(frozen=True)

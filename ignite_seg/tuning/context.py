@@ -10,7 +10,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -24,6 +24,8 @@ from .task_store import TaskStore
 __all__ = ["derive_seed", "TuneRun", "run_tasks", "last_line"]
 
 logger = logging.getLogger(__name__)
+#: Seconds between two log lines of the running tasks' steps (the bar shows every report).
+STEPS_LOG_EVERY_S = 60.0
 
 
 def derive_seed(seed: int, *path: int | str) -> int:
@@ -64,7 +66,8 @@ def run_tasks(
     by_key = {task.key: task for task in todo}
     ran: list[Any] = []
     with tqdm(total=len(todo), desc=desc, unit="run", mininterval=0.5, leave=False) as bar:
-        for item in t.runner.map_unordered(fn, todo, key=lambda task: task.key):
+        shown = _StepsShown(bar, desc)
+        for item in t.runner.map_unordered(fn, todo, key=lambda task: task.key, on_progress=shown):
             res = failed(item.task, item.error) if isinstance(item, TaskLost) else item
             out[res.key] = res
             ran.append(res)
@@ -76,6 +79,26 @@ def run_tasks(
                     len(tasks) - len(todo), len(tasks), t.store.folder if t.store else "")
     t.misc.charge(stage, sum(r.seconds for r in ran), sum(r.examples for r in ran), time.perf_counter() - t0)
     return out
+
+
+class _StepsShown:
+    """Shows the running tasks' steps (``done/total``) on the stage's bar, and in the log at most
+    every :data:`STEPS_LOG_EVERY_S` seconds (a long sweep repeat otherwise shows nothing for minutes)."""
+
+    def __init__(self, bar: Any, desc: str) -> None:
+        self.bar, self.desc, self.logged = bar, desc, time.monotonic()
+
+    def __call__(self, progress: Mapping[Hashable, tuple[int, int]]) -> None:
+        if not progress:
+            self.bar.set_postfix_str("", refresh=False)
+            return
+        done, total = sum(d for d, _ in progress.values()), sum(n for _, n in progress.values())
+        self.bar.set_postfix_str(f"steps {done}/{total} in {len(progress)} running", refresh=False)
+        now = time.monotonic()
+        if now - self.logged >= STEPS_LOG_EVERY_S:
+            self.logged = now
+            logger.info("%s: %d of %d steps done in the %d running task(s) that report them", self.desc, done,
+                        total, len(progress))
 
 
 def last_line(text: str | None) -> str:

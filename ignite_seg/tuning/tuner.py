@@ -17,7 +17,6 @@ the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner`; the maths lives in t
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, NamedTuple, Sequence
@@ -50,6 +49,7 @@ from ..storage.schemas import (
 )
 from .batch_runs import BatchSearch, batch_search
 from .batch_search import LR_SCALING, batch_candidates, centre_batch, scale_lr
+from .budget import batch_budget_epochs, fill_sampled, sweep_plan
 from .context import TuneRun, derive_seed, last_line, run_tasks
 from .guard import guard_recipe
 from .lr_range import (
@@ -159,7 +159,8 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
     else:
         cands = batch_candidates(centre, s.batch_start, s.batch_end, s.batch_pts, s.batch_step,
                                  fallback=s.initial_batch_size)
-        search = batch_search(t, cands, sweep.choice.lr_min, sweep.choice.lr_max, float(s.batch_sweep_len))
+        # batch_sweep_len epochs, at most batch_sweep_max_examples examples per candidate
+        search = batch_search(t, cands, sweep.choice.lr_min, sweep.choice.lr_max, batch_budget_epochs(s, t.n_fit))
         batch_size = search.chosen
     decision = batch_decision(s, noise, batch_size, search.rungs)
     logger.info("batch size %d — %s", batch_size, decision.reason)
@@ -246,6 +247,8 @@ class _Curves:
     lrs: np.ndarray
     stacked: dict[str, np.ndarray]
     window: int
+    #: lr_sweep_max_examples made the sweep shorter than lr_sweep_len epochs
+    capped: bool = False
 
     @property
     def batch_size(self) -> int:
@@ -292,8 +295,8 @@ def _lr_range_test(
 def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: Sequence[LRSweepResult]) -> _Curves:
     """Run the sweep's repeats in parallel; their curves stacked, with ``pooled`` ones first."""
     s = t.s
-    iters_per_epoch = max(1, math.ceil(t.n_fit / batch_size))
-    iterations = max(s.lr_sweep_min_iters, int(round(s.lr_sweep_len * iters_per_epoch)))
+    plan = sweep_plan(s, t.n_fit, batch_size)  # lr_sweep_len epochs, at most lr_sweep_max_examples examples
+    iterations = plan.iterations
     # each repeat from its own seeded initialisation (lr_min_inits of them), or all from one
     init_seeds = [derive_seed(t.seed, "lr-init") if s.lr_shared_init else derive_seed(t.seed, f"{stage}-init", r)
                   for r in range(s.lr_min_inits)]
@@ -305,11 +308,15 @@ def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: 
             data_seed=derive_seed(t.seed, stage, "data", r), batch_size=batch_size, lr_start=s.lr_start,
             lr_end=s.lr_end, iterations=iterations, diverge_th=s.diverge_th, diverge_regain=s.diverge_regain,
             smooth_f=smooth_f, noise_chunks=s.noise_chunks if stage == "lr" else 1, device_index=r,
+            holdout_every=plan.holdout_every,
         )  # the noise scale comes from the first sweep; a rescan needs only its losses (plain updates)
         for r in range(s.lr_min_inits)
     ]
-    logger.info("LR range test%s: %d repeat(s), lr %.3g -> %.3g over %d iterations at batch size %d",
-                " (rescan)" if stage == "rescan" else "", len(tasks), s.lr_start, s.lr_end, iterations, batch_size)
+    logger.info("LR range test%s: %d repeat(s), lr %.3g -> %.3g over %d iterations at batch size %d%s, the held-out "
+                "slice measured %d times per repeat (every %d steps)", " (rescan)" if stage == "rescan" else "",
+                len(tasks), s.lr_start, s.lr_end, iterations, batch_size,
+                f" (capped by lr_sweep_max_examples={s.lr_sweep_max_examples}; {s.lr_sweep_len:g} epochs would be more)"
+                if plan.capped else "", plan.holdout_evals, plan.holdout_every)
     results = run_tasks(t, run_lr_sweep, tasks, "tune: LR rescan" if stage == "rescan" else "tune: LR range test",
                          stage, lambda task, err: LRSweepResult(task.key, "failed", error=err))
     ordered = [results[task.key] for task in tasks]
@@ -323,9 +330,12 @@ def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: 
             "loss loader (they ran in a worker process)."
         )
     stacked = {k: _stack([r.arrays[k] for r in ok], iterations) for k in ok[0].arrays}
+    if "holdout_measured" in stacked:  # the held-out curve was sampled: interpolate in log LR between samples
+        for k in ("holdout_losses", "perfs"):
+            stacked[k] = fill_sampled(stacked[k], stacked["holdout_measured"])
     window = max(1, int(round(s.lr_smooth_frac * iterations))) | 1
     return _Curves(stage, tasks, ordered, ok, len(pooled), geometric_lrs(s.lr_start, s.lr_end, iterations), stacked,
-                   window)
+                   window, plan.capped)
 
 
 def _noise(s: HyperparameterSettings, curves: _Curves, n_valid: int) -> _Noise:
@@ -355,7 +365,7 @@ def _sweep_file(curves: _Curves, choice: LRRangeChoice, stopped: np.ndarray, hel
         holdout_losses=stacked["holdout_losses"],
         holdout_losses_smoothed=choice.smoothed if held_out else smooth_curves(stacked["holdout_losses"], window),
         choice_curve="holdout_losses" if held_out else "losses", batch_size=curves.batch_size,
-        rescan=curves.stage == "rescan",
+        rescan=curves.stage == "rescan", holdout_measured=stacked.get("holdout_measured"),
     )
 
 
@@ -385,7 +395,8 @@ def _range_step(
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",
-        noise_b_small=noise.b_small, noise_b_big=curves.batch_size,
+        noise_b_small=noise.b_small, noise_b_big=curves.batch_size, holdout_every=curves.tasks[0].holdout_every,
+        capped_by_max_examples=curves.capped,
     )
 
 
