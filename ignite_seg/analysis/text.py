@@ -309,7 +309,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
 
 
 def _best_label(info: SummaryInfo) -> str:
-    return best_label(info.outcomes.metric, info.keys, info.accuracy_style)
+    return best_label(info.outcomes.metric, info.keys, info.accuracy_style, info.outcomes.parts)
 
 
 def render_markdown(info: SummaryInfo) -> str:

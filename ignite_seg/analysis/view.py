@@ -144,7 +144,8 @@ def _outcomes_cached(folder: str, _records: tuple[int, ...], _run: int) -> Outco
 def best_marks_of(folder: str) -> BestMarks | None:
     """The trials' best checkpoints as the through-time figures mark them; ``None`` when the run kept none."""
     o = outcomes_of(folder)
-    return best_marks(o, best_label(o.metric, keys_of(folder), str(run_of(folder).get("accuracy_style", "classification"))))
+    style = str(run_of(folder).get("accuracy_style", "classification"))
+    return best_marks(o, best_label(o.metric, keys_of(folder), style, o.parts))
 
 
 def throughtime_of(folder: str) -> ThroughTimeInfo | None:

@@ -92,6 +92,8 @@ class TrialTask:
     #: keep the weights of the snapshot where this metric (``loss``, ``perf`` or a custom one) is best
     best_metric: str | None = None
     best_mode: Mode | None = None
+    #: the validation sets (parts ``val``, ``val_<name>``) whose mean of ``best_metric`` chooses the best snapshot
+    best_parts: tuple[str, ...] = ("val",)
     #: user handlers: specs that build ``attach(trainer, context)``, attached after ours
     handlers: tuple[LoaderSpec, ...] = ()
     #: mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`); ``None``: none written or read
@@ -409,7 +411,7 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
         sample = sources.val["val"].take(val_indices[:HIDDEN_POINTS])  # the first fixed val points
         hidden = HiddenRecorder(eval_model, recipe.prepare_batch(sample, device, False))
         hidden.attach(engine)
-    best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode)
+    best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode, task.best_parts)
     saved = {"trainer": engine, "model": model, "optimizer": optimizer, "scheduler": scheduler, "recorder": recorder,
              "ema_model": eval_model if eval_model is not model else None, "guard": guard, "hidden": hidden,
              "best": best, "grad_scaler": getattr(engine, "grad_scaler", None)}
