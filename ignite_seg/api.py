@@ -13,7 +13,16 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .analysis.settings import AnalysisSettings, resolve_analysis
-from .config.checks import check_best, check_best_over, check_bool, check_choice, check_device, check_int, check_trials
+from .config.checks import (
+    check_best,
+    check_best_over,
+    check_bool,
+    check_choice,
+    check_device,
+    check_int,
+    check_trials,
+    check_val_only_metrics,
+)
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.presets import resolve_hyperparameters
 from .config.specs import normalize_spec, refers_to_main
@@ -92,6 +101,7 @@ def train(
     best_metric: str | None = None,
     best_mode: Literal["min", "max"] | None = None,
     best_over: Literal["primary", "mean"] | Sequence[str] = "primary",
+    val_only_metrics: Sequence[str] | None = None,
     handlers: Sequence[LoaderLike] | None = None,
     checkpoint_every: int | None = None,
     trial_processes: int = 1,
@@ -135,6 +145,8 @@ def train(
             fed ``(y_pred, y)`` and measured at every snapshot and at the end, on the training set
             and on every validation set (keys ``metric_<name>_train``, ``metric_<name>_val``,
             ``metric_<name>_val_<set>``; see docs/usage.md).
+        val_only_metrics: custom metrics too slow for the training set: measured on the validation
+            sets only (their ``metric_<name>_train`` values are NaN).
         metric_modes: the direction of each custom metric, ``"max"`` or ``"min"`` (required for
             every one: which trial is "best" is never guessed).
         best_metric: keep each trial's weights at the through-time snapshot where this metric
@@ -173,6 +185,7 @@ def train(
     )
     cfg = dataclasses.replace(cfg, checkpoint_every=check_checkpoint_every(checkpoint_every),
                               best_over=check_best_over(best_over, cfg.best_metric),
+                              val_only_metrics=check_val_only_metrics(val_only_metrics, tuple(cfg.metric_specs)),
                               trial_processes=check_trial_processes(trial_processes, cfg.cores, cfg.executor))
     return run_validated(cfg, "train")
 
@@ -314,7 +327,7 @@ def _run_trials(
             accuracy_style=cfg.accuracy_style, seed=trial_seed(cfg.seed, t), device=cfg.device,
             snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
             metrics=cfg.metric_specs, best_metric=cfg.best_metric, best_mode=cfg.best_mode,  # type: ignore[arg-type]
-            best_parts=cfg.best_parts,
+            best_parts=cfg.best_parts, val_only_metrics=cfg.val_only_metrics,
             handlers=cfg.handler_specs, threads=runner.task_threads, checkpoints=checkpoints,
             processes=cfg.trial_processes,
         )

@@ -68,6 +68,8 @@ class RunConfig:
     #: ``best_over`` as given ("primary", "mean" or set names), and the parts it means (after the probe)
     best_over: str | tuple[str, ...] = "primary"
     best_parts: tuple[str, ...] = ("val",)
+    #: custom metrics measured on the validation sets only
+    val_only_metrics: tuple[str, ...] = ()
     #: user handlers' specs, built and attached in the workers
     handler_specs: tuple[LoaderSpec, ...] = ()
     #: epochs between mid-trial checkpoints; ``None`` automatic, ``0`` off
@@ -271,6 +273,7 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
     info.update(ResultKeys.from_record(keys).to_record())
     info.update(best_metric=cfg.best_metric, best_mode=cfg.best_mode,
                 best_over=cfg.best_over if isinstance(cfg.best_over, str) else list(cfg.best_over),
+                val_only_metrics=list(cfg.val_only_metrics),
                 handlers=[spec.describe(DESCRIBE_MAX) for spec in cfg.handler_specs])
     if previous is not None and previous.get("state") == "complete":
         info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials

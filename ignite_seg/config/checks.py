@@ -7,7 +7,7 @@ from typing import Any
 from ..exceptions import ConfigError, ConfigTypeError
 
 __all__ = ["check_int", "check_choice", "check_bool", "check_trials", "check_device", "check_best",
-           "check_best_over"]
+           "check_best_over", "check_val_only_metrics"]
 
 
 def check_int(name: str, value: Any, minimum: int, optional: bool = False) -> int | None:
@@ -124,3 +124,23 @@ def check_best_over(value: Any, metric: str | None) -> str | tuple[str, ...]:
         raise ConfigError(f"best_over={value!r} without best_metric: pass best_metric= and best_mode= too, "
                           "or leave best_over out (no best checkpoint).")
     return names
+
+
+def check_val_only_metrics(value: Any, metric_names: tuple[str, ...]) -> tuple[str, ...]:
+    """``val_only_metrics``: names of custom metrics (``metrics=``) measured on the validation sets only.
+
+    Raises:
+        ConfigTypeError: not a list of strings.
+        ConfigError: a name that is not a custom metric of this run.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)) or \
+            not all(isinstance(v, str) for v in value):
+        raise ConfigTypeError(f"val_only_metrics={value!r} is not a list of metric names; pass e.g. "
+                              f"val_only_metrics=['iou'] (names in metrics=, which are {list(metric_names)}).")
+    unknown = sorted(set(value) - set(metric_names))
+    if unknown:
+        raise ConfigError(f"val_only_metrics={sorted(value)!r} names {unknown}, not custom metrics of this run; "
+                          f"use names from metrics= ({list(metric_names)}; loss and perf are always measured).")
+    return tuple(name for name in metric_names if name in value)

@@ -14,7 +14,7 @@ Custom metrics are any ignite ``Metric`` fed ``(y_pred, y)``; :class:`Scorer` me
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Collection, Iterable, Literal, Mapping
 
 import ignite.distributed as idist
 import torch
@@ -212,6 +212,7 @@ class Scorer:
         style: the accuracy style of ``perf``.
         extra: custom metrics by name (not ``loss`` or ``perf``).
         prepare_batch: ``(batch, device, non_blocking) -> (x, y)``; the default takes an ``(x, y)`` pair.
+        val_only: custom metrics not measured on the part ``train`` of :meth:`measure_parts` (NaN there).
     """
 
     def __init__(
@@ -220,6 +221,7 @@ class Scorer:
         style: str,
         extra: Mapping[str, Metric] | None = None,
         prepare_batch: Callable[[Any, Any, bool], tuple[Any, Any]] | None = None,
+        val_only: Collection[str] = (),
     ) -> None:
         loss = SumLoss(loss_fn)
         self.metrics: dict[str, Metric] = {"loss": loss, "perf": perf_metric(style, loss_fn, loss)}
@@ -228,6 +230,13 @@ class Scorer:
                 raise ValueError(f"metric name {name!r} is reserved ({RESERVED})")
             self.metrics[name] = metric
         self._updated = [m for m in self.metrics.values() if not isinstance(m, MetricsLambda)]
+        unknown = sorted(set(val_only) - set(extra or {}))
+        if unknown:
+            raise ValueError(f"val_only={sorted(val_only)} names {unknown}, not custom metrics ({sorted(extra or {})})")
+        self.val_only = frozenset(val_only)
+        #: the metrics updated on the training set: the custom ones in ``val_only`` left out
+        self._updated_train = [m for name, m in self.metrics.items()
+                               if name not in self.val_only and not isinstance(m, MetricsLambda)]
         self.prepare_batch = prepare_batch or _pair
         # In one process, ignite_seg's own metrics are computed without ignite's ``sync_all_reduce``
         # (a no-op there that asks ignite.distributed for the world size on every call: as much as a
@@ -252,19 +261,23 @@ class Scorer:
         was_training = model.training
         model.eval()
         try:
-            return {part: self._measure(model, batches, device) for part, batches in parts.items()}
+            return {part: self._measure(model, batches, device, part == "train") for part, batches in parts.items()}
         finally:
             model.train(was_training)
 
-    def _measure(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device | str) -> dict[str, float]:
-        for metric in self._updated:
+    def _measure(
+        self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device | str, train: bool = False
+    ) -> dict[str, float]:
+        updated = self._updated_train if train else self._updated
+        for metric in updated:
             metric.reset()
         for batch in batches:
             x, y = self.prepare_batch(batch, device, True)
             out = model(x)
-            for metric in self._updated:
+            for metric in updated:
                 metric.update((out, y))
-        return {name: _value(compute) for name, compute in self._compute.items()}
+        skipped = self.val_only if train else frozenset()
+        return {name: float("nan") if name in skipped else _value(compute) for name, compute in self._compute.items()}
 
 
 def _pair(batch: Any, device: Any, non_blocking: bool) -> tuple[Any, Any]:
