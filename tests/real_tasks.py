@@ -226,3 +226,12 @@ def cached_blobs() -> ignite_seg.Data:
 
     tr, va = blobs_list()
     return ignite_seg.Data(tr, va, cache=True)
+
+
+# -- Data options: the training order and the evaluation batch size -------------------------------
+def blobs_options(shuffle: bool = True, eval_batch_size: int | None = None) -> ignite_seg.Data:
+    from tasks import blobs
+
+    tr, va = blobs()
+    _, shifted = blobs(seed=1)
+    return ignite_seg.Data(tr, {"clean": va, "shifted": shifted}, shuffle=shuffle, eval_batch_size=eval_batch_size)
