@@ -204,7 +204,7 @@ def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
         cfg = dataclasses.replace(cfg, best_parts=best_parts(cfg.best_over, facts["val_names"]))
         # archive an old run and take the lock; a second interrupt while the first is handled exits now
         with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
-            run_info = run_record(cfg, previous, facts["val_names"])
+            run_info = {**run_record(cfg, previous, facts["val_names"]), "n_train": facts["n_train"]}  # the figure's steps
             rf.write_run(run_info)
             with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
                 hp = _hyperparameters(rf, runner, cfg, facts)

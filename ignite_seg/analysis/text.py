@@ -22,6 +22,7 @@ from ..storage.schemas import (
 )
 from ._mpl import PERF_LABELS, fmt
 from .outcomes import Outcomes, best_label, outcome_lines, outcome_table, outcomes_info, outcomes_json
+from .schedule_words import schedule_text
 from .stats import Mode, Stats, describe, space_of
 
 __all__ = ["SummaryInfo", "Problem", "TunerFiles", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
@@ -291,8 +292,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         why = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in why]
         out.append(f"- **batch size**: {hp['batch_size']}" + (f" — {why[0]}" if why else ""))
     if "epochs" in hp:
-        cyc = hp.get("cycle_size_epochs")
-        out.append(f"- **schedule**: {hp['epochs']} epochs" + (f", triangular cycles of {_short(cyc)} epochs" if cyc else ""))
+        out.append(f"- **schedule**: {schedule_text(hp)}")
     s = info.stats["final_perf_val"]
     label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"
     if s.n > 1:

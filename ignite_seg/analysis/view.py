@@ -125,7 +125,9 @@ def batch_of(folder: str) -> BatchInfo | None:
 
 def schedule_of(folder: str) -> ScheduleInfo | None:
     final = _final(folder)
-    return schedule_info(final) if final is not None else None
+    n_train = run_of(folder).get("n_train")  # absent in older runs: a warmup in steps is drawn at 40 steps an epoch
+    ipe = -(-int(n_train) // int(final.batch_size)) if final is not None and n_train else None
+    return schedule_info(final, iters_per_epoch=ipe) if final is not None else None
 
 
 def outcomes_of(folder: str) -> Outcomes:

@@ -22,9 +22,9 @@ __all__ = [
 ]
 
 OptimizerName = Literal["sgd", "adamw"]
-ScheduleName = Literal["triangular", "one-cycle", "cosine", "inv-sqrt", "constant"]
+ScheduleName = Literal["triangular", "one-cycle", "cosine", "inv-sqrt", "constant", "noam"]
 #: The schedules, in the order the docs list them (docs/usage.md, "Schedules").
-SCHEDULES: tuple[str, ...] = ("triangular", "one-cycle", "cosine", "inv-sqrt", "constant")
+SCHEDULES: tuple[str, ...] = ("triangular", "one-cycle", "cosine", "inv-sqrt", "constant", "noam")
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,8 @@ class FixedHyperparameters(JsonRecord):
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     ema_decay: float | None = None
+    # warmup counted in optimizer steps (instead of warmup_epochs; the "noam" schedule's W)
+    warmup_steps: int = 0
 
     def __post_init__(self) -> None:
         for name in ("lr_start", "lr_end", "cycle_size_epochs", "momentum", "weight_decay"):
@@ -204,6 +206,8 @@ class HyperparameterSettings(JsonRecord):
     schedule: ScheduleName = "triangular"
     warmup_epochs: float = 0.0
     ema_decay: float | None = None
+    # warmup counted in optimizer steps (instead of warmup_epochs; the "noam" schedule's W)
+    warmup_steps: int = 0
 
     def __post_init__(self) -> None:
         _check_number(self, "lr_start", lambda v: v > 0, "a positive learning rate such as 1e-4")
@@ -286,6 +290,18 @@ def check_loop_options(owner: str, record: FixedHyperparameters | Hyperparameter
     _number(owner, "eps", record.eps, lambda v: v > 0, "a small positive number such as 1e-8")
     if record.ema_decay is not None:
         _number(owner, "ema_decay", record.ema_decay, lambda v: 0 < v < 1, "None (off) or a decay in (0, 1) such as 0.999")
+    _check_warmup_steps(owner, record)
+
+
+def _check_warmup_steps(owner: str, record: FixedHyperparameters | HyperparameterSettings) -> None:
+    """``warmup_steps``: an int >= 0, not with ``warmup_epochs``; the ``noam`` schedule needs one of the two."""
+    check_int(f"{owner}.warmup_steps", record.warmup_steps, 0)
+    if record.warmup_steps and record.warmup_epochs:
+        raise ConfigError(f"{owner} has warmup_steps={record.warmup_steps!r} and warmup_epochs={record.warmup_epochs!r}: "
+                          "give the warmup in steps or in epochs, not both (set the other to 0).")
+    if record.schedule == "noam" and not (record.warmup_steps or record.warmup_epochs):
+        raise ConfigError(f"{owner}.schedule='noam' (lr = peak * min(k / W, sqrt(W / k)), peak = lr_end) needs its "
+                          "warmup W: pass warmup_steps= (optimizer steps, e.g. 4000) or warmup_epochs= (e.g. 1.0).")
 
 
 def _number(owner: str, name: str, value: Any, ok: Callable[[float], bool], fix: str) -> None:

@@ -204,7 +204,7 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
         lr_start=float(lr_min), lr_end=float(lr_max), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), optimizer=s.optimizer,
         momentum=s.momentum, weight_decay=s.weight_decay, betas=s.betas, eps=s.eps, schedule=s.schedule,
-        warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay,
+        warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay, warmup_steps=s.warmup_steps,
     )
 
 
