@@ -70,6 +70,10 @@ class Data:
         eval_batch_size: the batch size of every evaluation (the through-time snapshots and the final
             metrics); ``None``: :data:`EVAL_BATCH_SIZE`. Lower it for a model whose activations at
             that batch do not fit the device; it does not change what is measured.
+        class_dim: the dimension of the model's outputs that holds the classes, for
+            ``accuracy_style="classification"``: 1 (``(N, C, *)``, the default, as ignite's
+            ``Accuracy``) or e.g. ``-1`` for a sequence model's ``(N, T, C)`` logits (targets ``(N, T)``).
+            Only ``perf`` reads it; the loss and custom metrics get the model's output as it is.
 
     Example:
         >>> from torch.utils.data import TensorDataset
@@ -86,6 +90,7 @@ class Data:
     num_workers: int = 0
     shuffle: bool = True
     eval_batch_size: int | None = None
+    class_dim: int = 1
     _val_sets: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -111,6 +116,9 @@ class Data:
         size = self.eval_batch_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ConfigError(f"Data(eval_batch_size={size!r}) must be an int >= 1, or None for {EVAL_BATCH_SIZE}.")
+        if isinstance(self.class_dim, bool) or not isinstance(self.class_dim, int) or self.class_dim == 0:
+            raise ConfigError(f"Data(class_dim={self.class_dim!r}) must be the int index of the outputs' class "
+                              "dimension, not 0 (the batch): 1 for (N, C, *) outputs, -1 for (N, T, C).")
         object.__setattr__(self, "_val_sets", sets)
 
     @property

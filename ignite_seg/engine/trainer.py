@@ -93,8 +93,7 @@ class TrialTask:
     #: keep the weights of the snapshot where this metric (``loss``, ``perf`` or a custom one) is best
     best_metric: str | None = None
     best_mode: Mode | None = None
-    #: custom metrics measured on the validation sets only (NaN on the training set)
-    val_only_metrics: tuple[str, ...] = ()
+    val_only_metrics: tuple[str, ...] = ()  #: custom metrics measured on the validation sets only (NaN on train)
     best_parts: tuple[str, ...] = ("val",)  #: the parts (``val``, ``val_<name>``) whose mean of best_metric is best
     #: user handlers: specs that build ``attach(trainer, context)``, attached after ours
     handlers: tuple[LoaderSpec, ...] = ()
@@ -405,7 +404,8 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
     eval_model = attach_ema(engine, model, hp.ema_decay)  # the model itself without EMA
     guard = DivergenceStop()
     guard.attach(engine)
-    scorer = Scorer(loss_fn, task.accuracy_style, extra, prepare_batch=passthrough, val_only=task.val_only_metrics)
+    scorer = Scorer(loss_fn, task.accuracy_style, extra, prepare_batch=passthrough, val_only=task.val_only_metrics,
+                    class_dim=recipe.data.class_dim)
     recorder = ThroughTimeRecorder(scorer, eval_model, sets, iters_per_epoch, hp.epochs, task.snapshots_per_epoch)
     recorder.attach(engine)
     EpochLog(recorder, task.trial_id, hp.epochs, recipe.data.val_names).attach(engine)
