@@ -14,6 +14,7 @@ import math
 
 from ignite.engine import Engine, Events
 
+from ..runtime.logs import ensure_logging
 from .recorders import ThroughTimeRecorder, curve_key, part_names
 
 __all__ = ["EpochLog", "epoch_line"]
@@ -50,7 +51,10 @@ class EpochLog:
         self.parts = {part: names.get(part, part) for part in recorder.sets}
 
     def attach(self, engine: Engine) -> None:
-        """Attach after ``recorder`` (its end-of-epoch snapshot comes first); safe to call twice."""
+        """Attach after ``recorder`` (its end-of-epoch snapshot comes first); safe to call twice. A worker
+        process without a logging configuration of its own (a fork server's child inherits none) gets
+        ignite_seg's INFO handler on stderr, as the caller has: the line reaches the console."""
+        ensure_logging()
         if not engine.has_event_handler(self._log, Events.EPOCH_COMPLETED):
             engine.add_event_handler(Events.EPOCH_COMPLETED, self._log)
 
