@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 
+import ignite.distributed as idist
 from ignite.engine import Engine, Events
 
 from ..runtime.logs import ensure_logging
@@ -59,6 +60,6 @@ class EpochLog:
             engine.add_event_handler(Events.EPOCH_COMPLETED, self._log)
 
     def _log(self, engine: Engine) -> None:
-        if logger.isEnabledFor(logging.INFO):
+        if logger.isEnabledFor(logging.INFO) and idist.get_rank() == 0:  # one line per trial, not per process
             logger.info(epoch_line(self.trial_id, engine.state.epoch, self.epochs, self.recorder.latest(),
                                    self.recorder.scorer.names, self.parts))
