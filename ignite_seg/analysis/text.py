@@ -286,7 +286,8 @@ def decision_lines(info: SummaryInfo) -> list[str]:
     hp, c = info.final_hp, info.counts
     out = []
     if "lr_start" in hp and "lr_end" in hp:
-        out.append(f"- **learning rate**: cycles between {_short(hp['lr_start'])} and {_short(hp['lr_end'])} ({info.hp_kind})")
+        how = "cycles between" if hp.get("schedule", "triangular") == "triangular" else "lr_start, lr_end:"
+        out.append(f"- **learning rate**: {how} {_short(hp['lr_start'])} and {_short(hp['lr_end'])} ({info.hp_kind})")
     if "batch_size" in hp:
         why = [e for e in info.evidence.get("batch_size", ()) if e.startswith(("chosen", "given"))]
         why = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in why]

@@ -108,3 +108,20 @@ def test_render_index_links_only_present_files():
                         ["../results.npz"])
     assert 'src="lr_sweep.png"' in page and 'src="throughtime.gif"' in page and 'href="throughtime.mp4"' in page
     assert "video.mp4" not in page and "batch_size.png" not in page and 'href="../results.npz"' in page
+
+
+def test_the_schedule_line_names_the_schedule_and_its_warmup():
+    from ignite_seg.analysis.schedule_words import schedule_text
+
+    base = {"epochs": 12, "lr_start": 0.001, "lr_end": 0.01, "cycle_size_epochs": 6}
+    assert schedule_text(base) == "12 epochs, triangular cycles of 6 epochs between lr_start = 0.001 and lr_end = 0.01"
+    assert schedule_text({**base, "schedule": "noam", "warmup_steps": 60}) == (
+        "12 epochs, noam: linear up to the peak lr_end = 0.01 over W = 60 warmup steps, then 0.01 · sqrt(W / k)")
+    assert schedule_text({**base, "schedule": "noam", "warmup_epochs": 2.0}).endswith("over W = 2 warmup epochs, "
+                                                                                      "then 0.01 · sqrt(W / k)")
+    assert schedule_text({**base, "schedule": "inv-sqrt", "warmup_steps": 60}) == (
+        "12 epochs, inverse square root from lr_end = 0.01 down to lr_start = 0.001, after a linear warmup from 0 "
+        "over 60 steps")
+    assert schedule_text({**base, "schedule": "one-cycle"}) == (
+        "12 epochs, one-cycle from lr_start = 0.001 up to lr_end = 0.01 over 30% of the steps, then down to "
+        "lr_start / 100")
