@@ -35,7 +35,7 @@ class FixedHyperparameters(JsonRecord):
     cyclical learning rate that goes from ``lr_start`` to ``lr_end`` and back every
     ``cycle_size_epochs`` epochs; ``one-cycle``, ``cosine``, ``inv-sqrt`` and ``constant`` map
     ``[lr_start, lr_end]`` as :mod:`ignite_seg.engine.schedules` says, each after an optional linear
-    warmup from 0 over ``warmup_epochs``. ``optimizer`` is plain SGD (with optional ``momentum``)
+    warmup from 0 over ``warmup_epochs`` (or ``warmup_steps`` optimizer steps; ``noam`` is its own warmup). ``optimizer`` is plain SGD (with optional ``momentum``)
     or AdamW (with ``betas`` and ``eps``); ``ema_decay`` (None: off) evaluates and saves an
     exponential moving average of the weights (``model.pt``; the raw weights in ``model_raw.pt``); ``weight_decay``,
     ``grad_clip_norm`` (clip the gradient norm) and ``amp`` (mixed precision: float16 with a
@@ -149,7 +149,7 @@ class HyperparameterSettings(JsonRecord):
 
     The trials and the tuning runs use ``optimizer``, ``momentum``, ``weight_decay``, ``betas`` and
     ``eps``; the final trials use ``schedule`` (cycle length ``epochs / cycles`` for the triangular
-    one), ``warmup_epochs`` and ``ema_decay``.
+    one), ``warmup_epochs`` or ``warmup_steps``, and ``ema_decay``.
 
     Example:
         >>> import dataclasses
