@@ -125,7 +125,8 @@ def batch_of(folder: str) -> BatchInfo | None:
 
 def schedule_of(folder: str) -> ScheduleInfo | None:
     final = _final(folder)
-    n_train = run_of(folder).get("n_train")  # absent in older runs: a warmup in steps is drawn at 40 steps an epoch
+    run = read_json_or_none(_rf(folder).run_json)  # a tune-only folder may have none
+    n_train = run.get("n_train") if isinstance(run, dict) else None  # absent in older runs: 40 steps an epoch
     ipe = -(-int(n_train) // int(final.batch_size)) if final is not None and n_train else None
     return schedule_info(final, iters_per_epoch=ipe) if final is not None else None
 
