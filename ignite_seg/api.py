@@ -13,14 +13,24 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .analysis.settings import AnalysisSettings, resolve_analysis
-from .config.checks import check_best, check_bool, check_choice, check_device, check_int, check_trials
+from .config.checks import (
+    check_best,
+    check_best_over,
+    check_bool,
+    check_choice,
+    check_device,
+    check_int,
+    check_trials,
+    check_val_only_metrics,
+)
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.presets import resolve_hyperparameters
-from .config.specs import LoaderSpec, normalize_spec, refers_to_main
-from .engine.models import as_model
+from .config.specs import normalize_spec, refers_to_main
+from .engine.best import best_parts
 from .engine.probe import probe_recipe
 from .engine.scoring import ACCURACY_STYLES
-from .exceptions import ConfigError, FolderError
+from .exceptions import ConfigError
+from .loading import load_model
 from .run_plan import (
     RunConfig,
     TrainResult,
@@ -91,6 +101,8 @@ def train(
     metric_modes: Mapping[str, Literal["min", "max"]] | None = None,
     best_metric: str | None = None,
     best_mode: Literal["min", "max"] | None = None,
+    best_over: Literal["primary", "mean"] | Sequence[str] = "primary",
+    val_only_metrics: Sequence[str] | None = None,
     handlers: Sequence[LoaderLike] | None = None,
     checkpoint_every: int | None = None,
     trial_processes: int = 1,
@@ -134,12 +146,16 @@ def train(
             fed ``(y_pred, y)`` and measured at every snapshot and at the end, on the training set
             and on every validation set (keys ``metric_<name>_train``, ``metric_<name>_val``,
             ``metric_<name>_val_<set>``; see docs/usage.md).
+        val_only_metrics: custom metrics too slow for the training set: measured on the validation
+            sets only (their ``metric_<name>_train`` values are NaN).
         metric_modes: the direction of each custom metric, ``"max"`` or ``"min"`` (required for
             every one: which trial is "best" is never guessed).
         best_metric: keep each trial's weights at the through-time snapshot where this metric
             (``"loss"``, ``"perf"`` or a custom metric's name) on the primary validation set's
             snapshot subset is best, in ``trials/<i>/model_best.pt`` (docs/usage.md "Best checkpoint").
         best_mode: ``"min"`` or ``"max"``: the direction of ``best_metric`` (both or neither).
+        best_over: which validation sets' snapshot values choose the best: ``"primary"`` (default),
+            ``"mean"`` (their mean over every validation set) or a list of set names (the mean over those).
         handlers: loader specs, each building a callable ``attach(trainer, context)`` called in the
             worker after ignite_seg's own handlers (docs/usage.md "User handlers").
         checkpoint_every: epochs between a trial's checkpoints (``trials/<i>/checkpoint.pt``), from
@@ -169,6 +185,8 @@ def train(
         custom=(metrics, metric_modes, best_metric, best_mode, handlers),
     )
     cfg = dataclasses.replace(cfg, checkpoint_every=check_checkpoint_every(checkpoint_every),
+                              best_over=check_best_over(best_over, cfg.best_metric),
+                              val_only_metrics=check_val_only_metrics(val_only_metrics, tuple(cfg.metric_specs)),
                               trial_processes=check_trial_processes(trial_processes, cfg.cores, cfg.executor))
     return run_validated(cfg, "train")
 
@@ -185,9 +203,10 @@ def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) 
     cfg = settle(cfg, previous)
     with workers_skip_main(not uses_main):  # an unguarded script is not run again in the workers
         facts = _probe(cfg)
+        cfg = dataclasses.replace(cfg, best_parts=best_parts(cfg.best_over, facts["val_names"]))
         # archive an old run and take the lock; a second interrupt while the first is handled exits now
         with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
-            run_info = run_record(cfg, previous, facts["val_names"])
+            run_info = {**run_record(cfg, previous, facts["val_names"]), "n_train": facts["n_train"]}  # the figure's steps
             rf.write_run(run_info)
             with contextlib.ExitStack() as stack:
                 runner = runner or stack.enter_context(TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD))
@@ -312,6 +331,7 @@ def _run_trials(
             accuracy_style=cfg.accuracy_style, seed=trial_seed(cfg.seed, t), device=cfg.device,
             snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
             metrics=cfg.metric_specs, best_metric=cfg.best_metric, best_mode=cfg.best_mode,  # type: ignore[arg-type]
+            best_parts=cfg.best_parts, val_only_metrics=cfg.val_only_metrics,
             handlers=cfg.handler_specs, threads=runner.task_threads, checkpoints=checkpoints,
             processes=cfg.trial_processes,
         )
@@ -390,61 +410,3 @@ def _lost_outcome(lost: TaskLost[Any]) -> Any:
         trial_id=lost.task.trial_id, status="failed", seconds=float("nan"), started_at=float("nan"), pid=-1,
         error=lost.message,
     )
-
-
-def load_model(
-    folder: str | os.PathLike[str],
-    trial: int = 0,
-    *,
-    model: Any = None,
-    trust_recipe: bool = False,
-    initial: bool = False,
-    best: bool = False,
-) -> Any:
-    """Load trial ``trial``'s weights (``weights_only``) into a model; never runs code from the folder by itself.
-
-    Args:
-        folder: a run folder written by :func:`train`.
-        trial: the trial id.
-        model: the model to load the weights into: a ``torch.nn.Module`` of the run's
-            architecture, or a loader spec of it (built here, in this process).
-        trust_recipe: without ``model``, rebuild the model from the loader recorded in the
-            folder's run.json. This unpickles, imports and calls what the folder says, which can
-            run any code: only for folders you trust (ones you wrote yourself).
-        initial: load the weights before training (``model_init.pt``) instead of after.
-        best: load the best checkpoint (``model_best.pt``, a run with ``best_metric``) instead of
-            the final weights.
-
-    Raises:
-        ConfigError: neither ``model`` nor ``trust_recipe=True`` was given.
-        FolderError: the folder is no run, or the trial has no weights.
-
-    Example:
-        >>> model = ignite_seg.load_model("out/current", 0, model=("mytask", "model", (), {}))  # doctest: +SKIP
-        >>> model = ignite_seg.load_model("out/current", 0, trust_recipe=True)  # doctest: +SKIP
-    """
-    import torch
-
-    check_bool("trust_recipe", trust_recipe)
-    if check_bool("initial", initial) and check_bool("best", best):
-        raise ConfigError("load_model: initial=True and best=True ask for two different weights; pass one of them.")
-    rf = RunFolder(folder)
-    info = rf.read_run()
-    path = rf.trial(trial) / ("model_init.pt" if initial else "model_best.pt" if best else "model.pt")
-    if not path.is_file():
-        raise FolderError(
-            f"trial {trial} of {str(rf.path)!r} has no {path.name}; trials with weights: "
-            f"{[t for t in rf.trial_ids() if (rf.trial(t) / path.name).is_file()]}."
-        )
-    if model is None and not trust_recipe:
-        raise ConfigError(
-            f"load_model does not run code recorded in a folder by itself. Pass model= (a torch.nn.Module "
-            f"of the run's architecture, or its loader spec), or trust_recipe=True to import and call the "
-            f"recorded model loader {info['loaders']['model'].get('describe')} (only for a folder you trust)."
-        )
-    if model is None:
-        model = as_model(LoaderSpec.from_json(info["loaders"]["model"]).build())
-    elif not isinstance(model, torch.nn.Module):
-        model = as_model(normalize_spec(model, "model").build())
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    return model

@@ -68,6 +68,11 @@ class RunConfig:
     #: the best checkpoint's metric and direction (both or neither)
     best_metric: str | None = None
     best_mode: str | None = None
+    #: ``best_over`` as given ("primary", "mean" or set names), and the parts it means (after the probe)
+    best_over: str | tuple[str, ...] = "primary"
+    best_parts: tuple[str, ...] = ("val",)
+    #: custom metrics measured on the validation sets only
+    val_only_metrics: tuple[str, ...] = ()
     #: user handlers' specs, built and attached in the workers
     handler_specs: tuple[LoaderSpec, ...] = ()
     #: epochs between mid-trial checkpoints; ``None`` automatic, ``0`` off
@@ -276,6 +281,8 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
     keys = {"val_names": list(val_names), "metric_names": list(cfg.metric_specs), "metric_modes": dict(cfg.metric_modes)}
     info.update(ResultKeys.from_record(keys).to_record())
     info.update(best_metric=cfg.best_metric, best_mode=cfg.best_mode,
+                best_over=cfg.best_over if isinstance(cfg.best_over, str) else list(cfg.best_over),
+                val_only_metrics=list(cfg.val_only_metrics),
                 handlers=[spec.describe(DESCRIBE_MAX) for spec in cfg.handler_specs])
     if previous is not None and previous.get("state") == "complete":
         info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
@@ -331,11 +338,14 @@ def check_same_metrics(cfg: RunConfig, previous: Mapping[str, Any] | None) -> No
             f"is_continuation=True: metrics={sorted(cfg.metric_specs)} but the folder's trials recorded {old}; "
             "trials of one run are collated together. Pass the same metrics, or start a new run."
         )
-    old_best = ((previous or {}).get("best_metric"), (previous or {}).get("best_mode"))
-    if previous is not None and old_best != (cfg.best_metric, cfg.best_mode):
+    prev = previous or {}
+    old_best = (prev.get("best_metric"), prev.get("best_mode"), prev.get("best_over", "primary"))  # older: primary
+    over = cfg.best_over if isinstance(cfg.best_over, str) else list(cfg.best_over)
+    if previous is not None and old_best != (cfg.best_metric, cfg.best_mode, over):
         raise ConfigError(
-            f"is_continuation=True: best_metric={cfg.best_metric!r}, best_mode={cfg.best_mode!r} but the folder's "
-            f"trials kept the best by {old_best[0]!r}, {old_best[1]!r}; pass the same, or start a new run."
+            f"is_continuation=True: best_metric={cfg.best_metric!r}, best_mode={cfg.best_mode!r}, best_over={over!r} "
+            f"but the folder's trials kept the best by {old_best[0]!r}, {old_best[1]!r} over {old_best[2]!r}; pass "
+            "the same, or start a new run."
         )
 
 

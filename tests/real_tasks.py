@@ -226,3 +226,38 @@ def cached_blobs() -> ignite_seg.Data:
 
     tr, va = blobs_list()
     return ignite_seg.Data(tr, va, cache=True)
+
+
+# -- Data options: the training order and the evaluation batch size -------------------------------
+def blobs_options(shuffle: bool = True, eval_batch_size: int | None = None) -> ignite_seg.Data:
+    from tasks import blobs
+
+    tr, va = blobs()
+    _, shifted = blobs(seed=1)
+    return ignite_seg.Data(tr, {"clean": va, "shifted": shifted}, shuffle=shuffle, eval_batch_size=eval_batch_size)
+
+
+# -- (N, T, C) outputs: the classes last (Data(class_dim=-1)) -------------------------------------
+class TaggerLast(Tagger):
+    """:class:`Tagger` whose logits keep the classes last, ``(N, L, C)``, as a sequence model's do."""
+
+    def forward(self, inputs):
+        return super().forward(inputs).transpose(1, 2)
+
+
+class FlatLoss(nn.Module):
+    """Cross-entropy of ``(N, L, C)`` logits against ``(N, L)`` targets, flattened as the recipe writes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ce = nn.CrossEntropyLoss(ignore_index=PAD)
+        self.ignore_index = PAD  # what perf reads to leave padding out
+
+    def forward(self, logits, y):
+        return self.ce(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def tagging_last(**kw) -> ignite_seg.Data:
+    import dataclasses
+
+    return dataclasses.replace(tagging(**kw), class_dim=-1)

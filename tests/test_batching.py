@@ -100,6 +100,9 @@ def test_val_may_be_named_sets_the_first_primary():
     (dict(collate_fn=3), "collate_fn"),
     (dict(num_workers=-1), "num_workers"),
     (dict(cache="yes"), "cache"),
+    (dict(shuffle=1), r"Data\(shuffle=1\) must be True"),
+    (dict(eval_batch_size=0), r"Data\(eval_batch_size=0\) must be an int >= 1, or None for 1024"),
+    (dict(eval_batch_size=True), "eval_batch_size"),
 ])
 def test_bad_data_records_name_the_argument(bad, match):
     with pytest.raises(ConfigError, match=match):
@@ -127,3 +130,27 @@ def test_default_prepare_batch_moves_a_pair_of_tensors_like_ignites_convert_tens
     assert all(torch.equal(a, b) and a.dtype == b.dtype and a.device == b.device for a, b in zip(moved, expected))
     nested = default_prepare_batch(((x, {"extra": y}), y), "cpu", False)  # any other batch: convert_tensor's walk
     assert torch.equal(nested[0][0], x) and torch.equal(nested[0][1]["extra"], y) and isinstance(nested[0][1], dict)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_shuffle_false_gives_the_datasets_order_every_epoch_on_both_paths(workers):
+    ds = TensorDataset(torch.arange(10, dtype=torch.float32)[:, None], torch.arange(10))
+    fast = BatchSource(ds, Data(ds, ds, shuffle=False))
+    loader = BatchSource(ds, Data(ds, ds, shuffle=False, collate_fn=torch.utils.data.default_collate,
+                                  num_workers=workers))
+    assert fast.fast and not loader.fast
+    for source in (fast, loader):
+        batches = Batches(source, 4, torch.Generator().manual_seed(0))
+        for _ in range(2):
+            assert [b[1].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    shuffled = Batches(BatchSource(ds, Data(ds, ds)), 4, torch.Generator().manual_seed(0))
+    assert [b[1].tolist() for b in shuffled] != [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
+def test_eval_batch_size_sizes_the_snapshot_and_final_batches():
+    ds = TensorDataset(torch.zeros(10, 1), torch.arange(10))
+    source = BatchSource(ds, Data(ds, ds, eval_batch_size=4))
+    assert [len(b[1]) for b in source.in_order()] == [4, 4, 2]
+    assert [len(b[1]) for b in source.fixed(range(7))] == [4, 3]
+    default = BatchSource(ds, Data(ds, ds))
+    assert default.eval_batch_size == 1024 and [len(b[1]) for b in default.in_order()] == [10]

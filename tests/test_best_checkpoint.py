@@ -153,3 +153,84 @@ def test_ignites_checkpoint_is_called_only_when_the_score_improves_and_keeps_wha
     assert bests[0].saver.saves == bests[1].saver.saves == len(improving)
     assert bests[0].record() == bests[1].record() == BestRecord("perf", mode, improving[-1] / 10, values[improving[-1]])
     assert checkpoint.state_dict() == bests[1].checkpoint.state_dict()
+
+
+# -- best_over: the mean over several validation sets ------------------------------------------------
+TWO_SETS = (("tasks", "mlp", (), {}), ("real_tasks", "two_val_sets", (), {}), CE)
+
+
+@pytest.mark.parametrize("mode", ["min", "max"])
+def test_best_over_two_sets_is_the_argbest_of_the_mean_of_their_curves(mode):
+    out = run_trial(_task(*TWO_SETS, best_metric="loss", best_mode=mode, best_parts=("val", "val_shifted"),
+                          snapshots_per_epoch=4))
+    assert out.status == "completed", out.error
+    mean = (np.asarray(out.throughtime["losses_val"]) + np.asarray(out.throughtime["losses_val_shifted"])) / 2
+    k = int(np.argmin(mean) if mode == "min" else np.argmax(mean))
+    assert out.best == BestRecord("loss", mode, out.throughtime["epochs"][k], pytest.approx(mean[k], rel=1e-12),
+                                  ("val", "val_shifted"))
+    model = mlp()
+    model.load_state_dict(torch.load(io.BytesIO(out.model_best), weights_only=True))
+    _, clean = blobs()
+    _, shifted = blobs(seed=1)  # each 48 points: the snapshot subsets are the whole sets
+    both = (measure_loss(model, *clean.tensors) + measure_loss(model, *shifted.tensors)) / 2
+    assert both == pytest.approx(mean[k], rel=1e-6)
+
+
+def test_a_synthetic_pair_of_curves_picks_the_best_mean_not_the_best_primary():
+    from ignite.engine import Engine
+
+    from ignite_seg.engine.best import BestCheckpoint
+    from ignite_seg.engine.recorders import ThroughTimeRecorder
+
+    model, engine = mlp(), Engine(lambda e, b: None)
+    sets = {"val": [], "val_noisy": []}
+    recorder = ThroughTimeRecorder(Scorer(torch.nn.CrossEntropyLoss(), "classification"), model, sets, 10, 1, 0)
+    best = BestCheckpoint(model, recorder, "perf", "max", ("val", "val_noisy"))
+    clean, noisy = [0.5, 0.9, 0.8, 0.7], [0.5, 0.3, 0.7, 0.6]  # primary best at 1; mean best (0.75) at 2
+    for k, (c, n) in enumerate(zip(clean, noisy)):
+        recorder.append(epochs=k / 10, perfs_val=c, perfs_val_noisy=n, losses_val=1.0, losses_val_noisy=1.0)
+        best._on_snapshot(engine)
+    assert best.record() == BestRecord("perf", "max", 0.2, 0.75, ("val", "val_noisy"))
+    assert best.record().to_result()["best_over"] == ["val", "val_noisy"]
+    assert BestRecord.from_result(best.record().to_result()) == best.record()
+
+
+def test_best_parts_maps_set_names_to_parts_and_refuses_unknown_names():
+    from ignite_seg.engine.best import best_parts
+
+    names = ("clean", "noisy", "far")
+    assert best_parts("primary", names) == ("val",)
+    assert best_parts("mean", names) == ("val", "val_noisy", "val_far")
+    assert best_parts(("far", "clean"), names) == ("val", "val_far")  # dataset order
+    with pytest.raises(ConfigError, match=r"names \['nosy'\].*sets are \['clean', 'noisy', 'far'\]"):
+        best_parts(("nosy",), names)
+
+
+def test_train_best_over_mean_writes_the_mean_and_says_so_and_continuation_must_match(run_kwargs):
+    res = ignite_seg.train(*TWO_SETS, **run_kwargs, best_metric="perf", best_mode="max", best_over="mean")
+    folder = res.folder
+    with np.load(folder / "throughtimes.npz") as tt, np.load(folder / "results.npz") as r:
+        for row, tid in enumerate(r["trial_ids"]):
+            result = json.loads((folder / "trials" / str(tid) / "result.json").read_text())
+            mean = (tt["perfs_val"][row] + tt["perfs_val_shifted"][row]) / 2
+            k = int(np.argmax(mean))
+            assert result["best_over"] == ["val", "val_shifted"]
+            assert (result["best_epoch"], result["best_value"]) == (tt["epochs"][k], pytest.approx(mean[k]))
+    assert json.loads((folder / "run.json").read_text())["best_over"] == "mean"
+    with pytest.raises(ConfigError, match=r"best_over='primary' but .* over 'mean'"):
+        ignite_seg.train(*TWO_SETS, **{**run_kwargs, "is_continuation": True}, best_metric="perf", best_mode="max")
+
+
+@pytest.mark.parametrize("kw,error,needle", [
+    (dict(best_over="mean"), ConfigError, "best_over='mean' without best_metric"),
+    (dict(best_metric="loss", best_mode="min", best_over="average"), ConfigError, "best_over='average' is not a choice"),
+    (dict(best_metric="loss", best_mode="min", best_over=[]), ConfigError, "is empty or names a set twice"),
+    (dict(best_metric="loss", best_mode="min", best_over=3), ConfigTypeError, "best_over=3 (int)"),
+    (dict(best_metric="loss", best_mode="min", best_over=["clean", "noisy"]), ConfigError,
+     "names ['noisy'], not validation sets"),
+])
+def test_bad_best_over_is_refused_before_anything_is_written(run_kwargs, kw, error, needle):
+    with pytest.raises(error) as info:
+        ignite_seg.train(*TWO_SETS, **run_kwargs, **kw)
+    assert needle in str(info.value)
+    assert not run_kwargs["folder"].exists()

@@ -153,6 +153,7 @@ LAYERS = {
     "ignite_seg.run_plan": 5,
     "ignite_seg.run_result": 4,
     "ignite_seg.api": 6,
+    "ignite_seg.loading": 5,
     "ignite_seg.reanalyze": 6,
     "ignite_seg.tune_only": 7,
     "ignite_seg.param_sweep": 7,

@@ -118,3 +118,58 @@ def test_loop_fields_validate_and_round_trip_through_json():
             dataclasses.replace(HP, **change)
     with pytest.raises(ConfigError, match="below min_epochs=5"):
         HyperparameterSettings(warmup_epochs=5)
+
+
+# -- warmup in steps, and the peak-and-warmup inverse-sqrt ("noam") ----------------------------------
+@pytest.mark.parametrize("warmup", [dict(warmup_steps=6), dict(warmup_epochs=6 / IPE)])
+def test_noam_is_peak_times_min_of_k_over_w_and_sqrt_w_over_k(warmup):
+    hp = dataclasses.replace(HP, schedule="noam", **warmup)
+    lrs = engine_lrs(hp, IPE)
+    k = np.arange(1, N + 1)
+    np.testing.assert_allclose(lrs, HP.lr_end * np.minimum(k / 6, np.sqrt(6 / k)), rtol=1e-12)
+    assert max(lrs) == pytest.approx(HP.lr_end) and int(np.argmax(lrs)) == 5  # the peak at step k = W
+    np.testing.assert_allclose(simulate_lrs(hp, IPE), lrs, rtol=1e-12)
+
+
+@pytest.mark.parametrize("schedule", ["triangular", "cosine", "inv-sqrt"])
+def test_warmup_steps_is_the_same_warmup_as_the_epochs_that_make_those_steps(schedule):
+    in_steps = dataclasses.replace(HP, schedule=schedule, warmup_steps=10)
+    in_epochs = dataclasses.replace(HP, schedule=schedule, warmup_epochs=10 / IPE)
+    assert engine_lrs(in_steps, IPE) == engine_lrs(in_epochs, IPE)
+    assert engine_lrs(in_steps, 3)[:10] != engine_lrs(in_epochs, 3)[:10]  # steps do not scale with the epoch
+
+
+@pytest.mark.parametrize("record", [
+    lambda **kw: dataclasses.replace(HP, **kw),
+    lambda **kw: HyperparameterSettings(**kw),
+])
+@pytest.mark.parametrize("kw,error,needle", [
+    (dict(warmup_steps=-1), ConfigError, "warmup_steps"),
+    (dict(warmup_steps=2.5), ConfigTypeError, "warmup_steps"),
+    (dict(warmup_steps=10, warmup_epochs=1.0), ConfigError, "warmup_steps=10 and warmup_epochs=1.0: give the warmup "
+                                                            "in steps or in epochs, not both"),
+    (dict(schedule="noam"), ConfigError, "schedule='noam' (lr = peak * min(k / W, sqrt(W / k)), peak = lr_end) needs "
+                                         "its warmup W: pass warmup_steps="),
+])
+def test_bad_warmups_name_the_field_on_fixed_and_tuned_records(record, kw, error, needle):
+    with pytest.raises(error) as info:
+        record(**kw)
+    assert needle in str(info.value)
+
+
+def test_the_tuned_records_carry_warmup_steps_into_the_trials_recipe():
+    s = HyperparameterSettings(schedule="noam", warmup_steps=60)
+    assert HyperparameterSettings.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    hp = dataclasses.replace(HP, schedule="noam", warmup_steps=60)
+    assert FixedHyperparameters.from_dict(json.loads(json.dumps(hp.to_dict()))) == hp
+    assert FixedHyperparameters.from_dict({k: v for k, v in HP.to_dict().items() if k != "warmup_steps"}) == HP
+
+
+def test_the_schedule_figure_draws_a_warmup_in_steps_over_the_epochs_it_spans():
+    from ignite_seg.analysis.lr import _schedule_title, schedule_info
+
+    hp = dataclasses.replace(HP, schedule="noam", warmup_steps=14)
+    info = schedule_info(hp, iters_per_epoch=IPE)  # 14 steps of 7 a epoch: the peak after 2 epochs
+    assert info.warmup_steps == 14 and info.warmup_epochs == 2.0
+    assert info.epochs[int(np.argmax(info.lrs))] == pytest.approx(2.0, abs=1 / 40)
+    assert "up to lr_end over 14 steps" in _schedule_title(info)

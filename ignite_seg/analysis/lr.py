@@ -165,9 +165,12 @@ class ScheduleInfo(NamedTuple):
     n_epochs: float
     schedule: str = "triangular"
     warmup_epochs: float = 0.0
+    #: the warmup as given in optimizer steps (``warmup_steps``; drawn as ``warmup_epochs``), else 0
+    warmup_steps: int = 0
 
 
-def schedule_info(hp: FixedHyperparameters | Mapping[str, Any], points_per_half_cycle: int = 40) -> ScheduleInfo:
+def schedule_info(hp: FixedHyperparameters | Mapping[str, Any], points_per_half_cycle: int = 40,
+                  iters_per_epoch: int | None = None) -> ScheduleInfo:
     """The final trials' LR per epoch.
 
     The default triangular schedule without warmup (ignite's ``LinearCyclicalScheduler``) is drawn
@@ -175,11 +178,15 @@ def schedule_info(hp: FixedHyperparameters | Mapping[str, Any], points_per_half_
     curve is sampled ``points_per_half_cycle`` times per half cycle (so it also reads right on a
     log axis) and at the last epoch. ``hp``: the recipe, or a mapping with its four schedule fields.
     Any other schedule (``schedule``, ``warmup_epochs``) is the trainer's scheduler simulated
-    (:func:`ignite_seg.engine.schedules.simulate_lrs`), ``points_per_half_cycle`` steps per epoch.
+    (:func:`ignite_seg.engine.schedules.simulate_lrs`), ``points_per_half_cycle`` steps per epoch; a
+    warmup of ``warmup_steps`` is drawn as the epochs it spans at the run's ``iters_per_epoch``
+    (unknown: the drawing's own steps).
     """
     h = SimpleNamespace(**hp) if isinstance(hp, Mapping) else hp
-    if getattr(h, "schedule", "triangular") != "triangular" or getattr(h, "warmup_epochs", 0.0) > 0:
-        return _simulated_schedule(h, points_per_half_cycle)
+    steps = int(getattr(h, "warmup_steps", 0) or 0)
+    if getattr(h, "schedule", "triangular") != "triangular" or getattr(h, "warmup_epochs", 0.0) > 0 or steps:
+        info = _simulated_schedule(h, points_per_half_cycle, steps / (iters_per_epoch or points_per_half_cycle))
+        return info._replace(warmup_steps=steps)
     start, end = float(h.lr_start), float(h.lr_end)
     cycle, total = float(h.cycle_size_epochs), float(h.epochs)
     step = cycle / 2 / points_per_half_cycle
@@ -194,11 +201,14 @@ def schedule_info(hp: FixedHyperparameters | Mapping[str, Any], points_per_half_
     return ScheduleInfo(x, lrs, start, end, cycle, total)
 
 
-def _simulated_schedule(h: Any, points_per_epoch: int) -> ScheduleInfo:
+def _simulated_schedule(h: Any, points_per_epoch: int, warmup_steps_epochs: float = 0.0) -> ScheduleInfo:
     """Any schedule, warmup included: the trainer's own scheduler simulated step by step on a dummy
-    optimizer, ``points_per_epoch`` steps per epoch (the run's batches per epoch are not recorded)."""
+    optimizer, ``points_per_epoch`` steps per epoch; a warmup in steps as ``warmup_steps_epochs`` epochs."""
     fields = {"batch_size": 1, **vars(h)}
-    hp = h if isinstance(h, FixedHyperparameters) else FixedHyperparameters.from_dict(fields)
+    if warmup_steps_epochs > 0:  # the trainer keeps 2 steps after any warmup: so does the drawing
+        fields.update(warmup_steps=0, warmup_epochs=min(warmup_steps_epochs, float(h.epochs) * 0.99))
+    fresh = isinstance(h, FixedHyperparameters) and not warmup_steps_epochs
+    hp = h if fresh else FixedHyperparameters.from_dict(fields)
     from ..engine.schedules import simulate_lrs  # torch and ignite: only a non-triangular schedule needs them
 
     lrs = simulate_lrs(hp, points_per_epoch)
@@ -234,10 +244,14 @@ def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, f
 
 
 def _schedule_title(info: ScheduleInfo) -> str:
-    warmup = f", linear warmup from 0 over {fmt(info.warmup_epochs)} epochs" if info.warmup_epochs > 0 else ""
+    span = f"{info.warmup_steps} steps" if info.warmup_steps else f"{fmt(info.warmup_epochs)} epochs"
+    warmup = f", linear warmup from 0 over {span}" if info.warmup_epochs > 0 else ""
+    if info.schedule == "noam":
+        warmup = f", up to lr_end over {span}, then lr_end·sqrt(W/k)"
     if info.schedule != "triangular":
         return f"{info.schedule} schedule: {fmt(info.n_epochs)} epochs\n({warmup.lstrip(', ') or 'no warmup'}; drawn on a log axis)"
     n_cycles = info.n_epochs / info.cycle_size_epochs
     cycles = f"{fmt(n_cycles)} cycle{'' if np.isclose(n_cycles, 1) else 's'}"
     return (f"Triangular cyclical schedule: {fmt(info.n_epochs)} epochs, {cycles} of "
             f"{fmt(info.cycle_size_epochs)} epochs\n(linear ramps{warmup}, drawn on a log axis)")
+

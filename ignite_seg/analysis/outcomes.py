@@ -40,6 +40,8 @@ class Outcomes(NamedTuple):
     best: tuple[TrialBest, ...] = ()
     stops: tuple[tuple[int, float], ...] = ()
     handlers: int = 0
+    #: the validation sets (key suffixes ``val``, ``val_<name>``) whose mean chose the best; empty: the primary one
+    parts: tuple[str, ...] = ()
 
 
 def outcomes_info(run: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> Outcomes:
@@ -51,6 +53,7 @@ def outcomes_info(run: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) 
         ((1, 7.0),)
     """
     metric, mode = None, None
+    parts: tuple[str, ...] = ()
     completed, best, stops = [], [], []
     for rec in sorted(records, key=lambda r: int(r["trial_id"])):
         if rec.get("status") != "completed":
@@ -59,17 +62,28 @@ def outcomes_info(run: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) 
         completed.append(tid)
         b = BestRecord.from_result(rec)
         if b is not None:
-            metric, mode = b.metric, b.mode
+            metric, mode, parts = b.metric, b.mode, b.parts
             best.append(TrialBest(tid, b.epoch, b.value))
         s = StopRecord.from_result(rec)
         if s is not None and s.epoch is not None:
             stops.append((tid, s.epoch))
-    return Outcomes(tuple(completed), metric, mode, tuple(best), tuple(stops), len(run.get("handlers") or ()))
+    return Outcomes(tuple(completed), metric, mode, tuple(best), tuple(stops), len(run.get("handlers") or ()),
+                    parts)
 
 
-def best_label(metric: str | None, keys: ResultKeys, accuracy_style: str = "classification") -> str:
-    """How the summary and the figures name the best checkpoint's metric: on the primary validation set."""
+def best_label(metric: str | None, keys: ResultKeys, accuracy_style: str = "classification",
+               parts: tuple[str, ...] = ()) -> str:
+    """How the summary and the figures name the best checkpoint's metric: on the primary validation set,
+    or the mean over the sets ``parts`` (``train(best_over=...)``).
+
+    Example:
+        >>> keys = ResultKeys(val_names=("clean", "noisy"))
+        >>> best_label("loss", keys), best_label("loss", keys, parts=("val", "val_noisy"))
+        ('val (clean) loss', 'mean loss over val (clean), noisy')
+    """
     name = {"loss": "loss", "perf": PERF_LABELS.get(accuracy_style, "perf")}.get(metric or "", metric or "")
+    if parts:
+        return f"mean {name} over {', '.join(keys.label(p) for p in parts)}"
     return f"{keys.label('val')} {name}"
 
 
@@ -142,7 +156,8 @@ def outcomes_json(o: Outcomes) -> dict[str, Any]:
     """``summary.json``'s ``best_checkpoint`` and ``stopped_early`` (each only when the run has it)."""
     out: dict[str, Any] = {}
     if o.best:
-        out["best_checkpoint"] = {"metric": o.metric, "mode": o.mode, "trials": [b._asdict() for b in o.best]}
+        out["best_checkpoint"] = {"metric": o.metric, "mode": o.mode, "over": list(o.parts) or ["val"],
+                                  "trials": [b._asdict() for b in o.best]}
     if o.stops or o.handlers:
         out["stopped_early"] = [{"trial_id": t, "epoch": e} for t, e in o.stops]
     return out

@@ -270,7 +270,7 @@ def _guard_lines(misc: Any) -> list[str]:
 
 
 def _best_label(info: SummaryInfo) -> str:
-    return best_label(info.outcomes.metric, info.keys, info.accuracy_style)
+    return best_label(info.outcomes.metric, info.keys, info.accuracy_style, info.outcomes.parts)
 
 
 def render_markdown(info: SummaryInfo) -> str:

@@ -125,7 +125,10 @@ def batch_of(folder: str) -> BatchInfo | None:
 
 def schedule_of(folder: str) -> ScheduleInfo | None:
     final = _final(folder)
-    return schedule_info(final) if final is not None else None
+    run = read_json_or_none(_rf(folder).run_json)  # a tune-only folder may have none
+    n_train = run.get("n_train") if isinstance(run, dict) else None  # absent in older runs: 40 steps an epoch
+    ipe = -(-int(n_train) // int(final.batch_size)) if final is not None and n_train else None
+    return schedule_info(final, iters_per_epoch=ipe) if final is not None else None
 
 
 def outcomes_of(folder: str) -> Outcomes:
@@ -144,7 +147,8 @@ def _outcomes_cached(folder: str, _records: tuple[int, ...], _run: int) -> Outco
 def best_marks_of(folder: str) -> BestMarks | None:
     """The trials' best checkpoints as the through-time figures mark them; ``None`` when the run kept none."""
     o = outcomes_of(folder)
-    return best_marks(o, best_label(o.metric, keys_of(folder), str(run_of(folder).get("accuracy_style", "classification"))))
+    style = str(run_of(folder).get("accuracy_style", "classification"))
+    return best_marks(o, best_label(o.metric, keys_of(folder), style, o.parts))
 
 
 def throughtime_of(folder: str) -> ThroughTimeInfo | None:

@@ -6,7 +6,8 @@ from typing import Any
 
 from ..exceptions import ConfigError, ConfigTypeError
 
-__all__ = ["check_int", "check_choice", "check_bool", "check_trials", "check_device", "check_best"]
+__all__ = ["check_int", "check_choice", "check_bool", "check_trials", "check_device", "check_best",
+           "check_best_over", "check_val_only_metrics"]
 
 
 def check_int(name: str, value: Any, minimum: int, optional: bool = False) -> int | None:
@@ -95,3 +96,51 @@ def check_best(metric: Any, mode: Any, metric_names: tuple[str, ...]) -> tuple[s
         raise ConfigError(f"best_mode={mode!r} with best_metric={metric!r}: pass best_mode='min' (lower is better) "
                           "or 'max' (higher is better); the direction is never guessed, not even for 'loss'.")
     return metric, mode
+
+
+def check_best_over(value: Any, metric: str | None) -> str | tuple[str, ...]:
+    """``best_over``: ``"primary"`` (the primary validation set), ``"mean"`` (the mean over every
+    validation set) or a sequence of validation set names (the mean over those), checked against the
+    datasets' names later (:func:`ignite_seg.run_plan.best_parts`).
+
+    Raises:
+        ConfigTypeError: not one of the two strings nor a sequence of strings.
+        ConfigError: an empty or repeating sequence, or anything but ``"primary"`` without ``best_metric``.
+    """
+    fix = ('Pass "primary" (the primary validation set, the default), "mean" (the mean over all validation '
+           'sets) or a list of validation set names (the mean over those).')
+    if isinstance(value, str):
+        if value not in ("primary", "mean"):
+            raise ConfigError(f"best_over={value!r} is not a choice. {fix}")
+        names: str | tuple[str, ...] = value
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        if not value or len(set(value)) != len(value):
+            raise ConfigError(f"best_over={value!r} is empty or names a set twice. {fix}")
+        names = tuple(value)
+    else:
+        raise ConfigTypeError(f"best_over={value!r} ({type(value).__name__}) is neither a string nor a list of "
+                              f"set names. {fix}")
+    if metric is None and names != "primary":
+        raise ConfigError(f"best_over={value!r} without best_metric: pass best_metric= and best_mode= too, "
+                          "or leave best_over out (no best checkpoint).")
+    return names
+
+
+def check_val_only_metrics(value: Any, metric_names: tuple[str, ...]) -> tuple[str, ...]:
+    """``val_only_metrics``: names of custom metrics (``metrics=``) measured on the validation sets only.
+
+    Raises:
+        ConfigTypeError: not a list of strings.
+        ConfigError: a name that is not a custom metric of this run.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)) or \
+            not all(isinstance(v, str) for v in value):
+        raise ConfigTypeError(f"val_only_metrics={value!r} is not a list of metric names; pass e.g. "
+                              f"val_only_metrics=['iou'] (names in metrics=, which are {list(metric_names)}).")
+    unknown = sorted(set(value) - set(metric_names))
+    if unknown:
+        raise ConfigError(f"val_only_metrics={sorted(value)!r} names {unknown}, not custom metrics of this run; "
+                          f"use names from metrics= ({list(metric_names)}; loss and perf are always measured).")
+    return tuple(name for name in metric_names if name in value)

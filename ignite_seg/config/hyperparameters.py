@@ -24,9 +24,9 @@ __all__ = [
 ]
 
 OptimizerName = Literal["sgd", "adamw"]
-ScheduleName = Literal["triangular", "one-cycle", "cosine", "inv-sqrt", "constant"]
+ScheduleName = Literal["triangular", "one-cycle", "cosine", "inv-sqrt", "constant", "noam"]
 #: The schedules, in the order the docs list them (docs/usage.md, "Schedules").
-SCHEDULES: tuple[str, ...] = ("triangular", "one-cycle", "cosine", "inv-sqrt", "constant")
+SCHEDULES: tuple[str, ...] = ("triangular", "one-cycle", "cosine", "inv-sqrt", "constant", "noam")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class FixedHyperparameters(JsonRecord):
     cyclical learning rate that goes from ``lr_start`` to ``lr_end`` and back every
     ``cycle_size_epochs`` epochs; ``one-cycle``, ``cosine``, ``inv-sqrt`` and ``constant`` map
     ``[lr_start, lr_end]`` as :mod:`ignite_seg.engine.schedules` says, each after an optional linear
-    warmup from 0 over ``warmup_epochs``. ``optimizer`` is plain SGD (with optional ``momentum``)
+    warmup from 0 over ``warmup_epochs`` (or ``warmup_steps`` optimizer steps; ``noam`` is its own warmup). ``optimizer`` is plain SGD (with optional ``momentum``)
     or AdamW (with ``betas`` and ``eps``); ``ema_decay`` (None: off) evaluates and saves an
     exponential moving average of the weights (``model.pt``; the raw weights in ``model_raw.pt``); ``weight_decay``,
     ``grad_clip_norm`` (clip the gradient norm) and ``amp`` (mixed precision: float16 with a
@@ -65,6 +65,8 @@ class FixedHyperparameters(JsonRecord):
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     ema_decay: float | None = None
+    # warmup counted in optimizer steps (instead of warmup_epochs; the "noam" schedule's W)
+    warmup_steps: int = 0
 
     @property
     def options(self) -> TrainingOptions:
@@ -159,7 +161,7 @@ class HyperparameterSettings(JsonRecord):
     The trials and the tuning runs (the LR sweep's repeats, the batch-size candidates) use
     ``optimizer``, ``momentum``, ``weight_decay``, ``betas``, ``eps``, ``grad_clip_norm`` and ``amp``
     (:class:`TrainingOptions`, as in :class:`FixedHyperparameters`); the final trials use ``schedule`` (cycle length ``epochs / cycles`` for the triangular
-    one), ``warmup_epochs`` and ``ema_decay``.
+    one), ``warmup_epochs`` or ``warmup_steps``, and ``ema_decay``.
 
     Example:
         >>> import dataclasses
@@ -229,6 +231,8 @@ class HyperparameterSettings(JsonRecord):
     def options(self) -> TrainingOptions:
         """The options of every update (optimizer, clipping, AMP), for the tuning runs and the trials."""
         return TrainingOptions.of(self)
+    # warmup counted in optimizer steps (instead of warmup_epochs; the "noam" schedule's W)
+    warmup_steps: int = 0
 
     def __post_init__(self) -> None:
         _check_number(self, "lr_start", lambda v: v > 0, "a positive learning rate such as 1e-4")
@@ -356,6 +360,18 @@ def check_loop_options(owner: str, record: FixedHyperparameters | Hyperparameter
     _number(owner, "eps", record.eps, lambda v: v > 0, "a small positive number such as 1e-8")
     if record.ema_decay is not None:
         _number(owner, "ema_decay", record.ema_decay, lambda v: 0 < v < 1, "None (off) or a decay in (0, 1) such as 0.999")
+    _check_warmup_steps(owner, record)
+
+
+def _check_warmup_steps(owner: str, record: FixedHyperparameters | HyperparameterSettings) -> None:
+    """``warmup_steps``: an int >= 0, not with ``warmup_epochs``; the ``noam`` schedule needs one of the two."""
+    check_int(f"{owner}.warmup_steps", record.warmup_steps, 0)
+    if record.warmup_steps and record.warmup_epochs:
+        raise ConfigError(f"{owner} has warmup_steps={record.warmup_steps!r} and warmup_epochs={record.warmup_epochs!r}: "
+                          "give the warmup in steps or in epochs, not both (set the other to 0).")
+    if record.schedule == "noam" and not (record.warmup_steps or record.warmup_epochs):
+        raise ConfigError(f"{owner}.schedule='noam' (lr = peak * min(k / W, sqrt(W / k)), peak = lr_end) needs its "
+                          "warmup W: pass warmup_steps= (optimizer steps, e.g. 4000) or warmup_epochs= (e.g. 1.0).")
 
 
 def _number(owner: str, name: str, value: Any, ok: Callable[[float], bool], fix: str) -> None:

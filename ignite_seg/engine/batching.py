@@ -41,6 +41,8 @@ __all__ = [
 PrepareBatch = Callable[[Any, "torch.device | str | None", bool], tuple[Any, Any]]
 Collate = Callable[[list[Any]], Any]
 
+#: The evaluation batch size without ``Data(eval_batch_size=...)``.
+EVAL_BATCH_SIZE = 1024
 #: The name of the validation set when the loader returns a single one.
 PRIMARY = "val"
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -63,6 +65,15 @@ class Data:
             augmentation would be frozen at its first draw).
         num_workers: DataLoader worker processes per trial (0: load in the trial's process, the
             default, since every core already runs a trial).
+        shuffle: draw the training batches in a new seeded order every epoch (the default, as
+            ``DataLoader(shuffle=True)``); ``False`` keeps the dataset's order.
+        eval_batch_size: the batch size of every evaluation (the through-time snapshots and the final
+            metrics); ``None``: :data:`EVAL_BATCH_SIZE`. Lower it for a model whose activations at
+            that batch do not fit the device; it does not change what is measured.
+        class_dim: the dimension of the model's outputs that holds the classes, for
+            ``accuracy_style="classification"``: 1 (``(N, C, *)``, the default, as ignite's
+            ``Accuracy``) or e.g. ``-1`` for a sequence model's ``(N, T, C)`` logits (targets ``(N, T)``).
+            Only ``perf`` reads it; the loss and custom metrics get the model's output as it is.
 
     Example:
         >>> from torch.utils.data import TensorDataset
@@ -77,6 +88,9 @@ class Data:
     prepare_batch: PrepareBatch | None = None
     cache: bool = False
     num_workers: int = 0
+    shuffle: bool = True
+    eval_batch_size: int | None = None
+    class_dim: int = 1
     _val_sets: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +111,14 @@ class Data:
             raise ConfigTypeError(f"Data(cache={self.cache!r}) must be True or False.")
         if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
             raise ConfigError(f"Data(num_workers={self.num_workers!r}) must be an int >= 0.")
+        if not isinstance(self.shuffle, bool):
+            raise ConfigTypeError(f"Data(shuffle={self.shuffle!r}) must be True (a new order every epoch) or False.")
+        size = self.eval_batch_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ConfigError(f"Data(eval_batch_size={size!r}) must be an int >= 1, or None for {EVAL_BATCH_SIZE}.")
+        if isinstance(self.class_dim, bool) or not isinstance(self.class_dim, int) or self.class_dim == 0:
+            raise ConfigError(f"Data(class_dim={self.class_dim!r}) must be the int index of the outputs' class "
+                              "dimension, not 0 (the batch): 1 for (N, C, *) outputs, -1 for (N, T, C).")
         object.__setattr__(self, "_val_sets", sets)
 
     @property
@@ -236,6 +258,8 @@ class BatchSource:
         self.collate_fn: Collate = data.collate_fn or default_collate
         self.num_workers = data.num_workers
         self.pin_memory = pin_memory
+        self.shuffle = data.shuffle
+        self.eval_batch_size = data.eval_batch_size or EVAL_BATCH_SIZE
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -254,8 +278,8 @@ class BatchSource:
 
     def epochs(self, batch_size: int, generator: torch.Generator) -> DataLoader[Any]:
         """The shuffled training loader; each ``iter()`` is one epoch drawn from ``generator`` (see :class:`Batches`)."""
-        if not self.num_workers:
-            return self.loader(batch_size, generator, shuffle=True)
+        if not self.num_workers or not self.shuffle:
+            return self.loader(batch_size, generator, shuffle=self.shuffle)
         return DataLoader(  # the loader's own generator draws only the workers' first seeds, overridden
             _EpochSeeded(self.dataset), batch_size=batch_size, sampler=_EpochSampler(len(self), generator),
             generator=torch.Generator().manual_seed(0), collate_fn=self.collate_fn, num_workers=self.num_workers,
@@ -269,13 +293,16 @@ class BatchSource:
             return self.tensors[0][idx], self.tensors[1][idx]
         return self.collate_fn([self.dataset[int(i)] for i in indices])
 
-    def fixed(self, indices: Sequence[int] | torch.Tensor, batch_size: int = 256) -> list[Any]:
-        """Raw batches of the items at ``indices``, read once (the through-time snapshots' subsets)."""
+    def fixed(self, indices: Sequence[int] | torch.Tensor, batch_size: int | None = None) -> list[Any]:
+        """Raw batches of the items at ``indices``, read once (the through-time snapshots' subsets);
+        ``batch_size`` defaults to the evaluation batch size."""
+        batch_size = batch_size or self.eval_batch_size
         idx = [int(i) for i in indices]
         return [self.take(idx[s : s + batch_size]) for s in range(0, len(idx), batch_size)]
 
-    def in_order(self, batch_size: int = 1024) -> Iterator[Any]:
-        """The whole dataset in order (final evaluation)."""
+    def in_order(self, batch_size: int | None = None) -> Iterator[Any]:
+        """The whole dataset in order (final evaluation), by the evaluation batch size unless given."""
+        batch_size = batch_size or self.eval_batch_size
         if self.tensors is not None:
             n = len(self)
             for s in range(0, n, batch_size):
@@ -295,10 +322,10 @@ def _stacked(items: _Items) -> TensorDataset | None:
     return None
 
 
-def shuffled_batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+def shuffled_batches(n: int, batch_size: int, generator: torch.Generator, shuffle: bool = True) -> Iterator[torch.Tensor]:
     """One epoch of the tensor path: a permutation of ``range(n)`` drawn from ``generator``, cut into
-    index batches of ``batch_size`` (the last one shorter)."""
-    perm = torch.randperm(n, generator=generator)
+    index batches of ``batch_size`` (the last one shorter); ``shuffle=False``: ``range(n)``, nothing drawn."""
+    perm = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
     for start in range(0, n, batch_size):
         yield perm[start : start + batch_size]
 
@@ -349,5 +376,5 @@ class Batches:
             return
         assert self.source.tensors is not None
         x, y = self.source.tensors
-        for idx in shuffled_batches(len(x), self.batch_size, self.generator):
+        for idx in shuffled_batches(len(x), self.batch_size, self.generator, self.source.shuffle):
             yield x[idx], y[idx]

@@ -3,8 +3,9 @@
 What is measured: at every through-time snapshot (before training and ``snapshots_per_epoch``
 times per epoch), the value :class:`~ignite_seg.engine.recorders.ThroughTimeRecorder` has just
 recorded for the metric on the primary validation set's fixed subset (the ``*_val`` curve of
-``throughtime.npz``), measured on the evaluated model (the EMA weights with ``ema_decay``). It
-costs no extra pass. The direction is explicit (``mode``), never guessed; on a tie the earlier
+``throughtime.npz``) or, with ``parts`` (``train(best_over=...)``), the mean of its values on several
+validation sets' subsets (the ``*_val`` and ``*_val_<name>`` curves), measured on the evaluated model
+(the EMA weights with ``ema_decay``). It costs no extra pass. The direction is explicit (``mode``), never guessed; on a tie the earlier
 snapshot is kept, as ``numpy.argmax`` / ``argmin`` of the curve picks it.
 
 Policy and writing are split as in ignite: the policy is ignite's ``Checkpoint`` (``n_saved=1``,
@@ -23,10 +24,11 @@ from ignite.engine import Engine
 from ignite.handlers import Checkpoint
 from ignite.handlers.checkpoint import BaseSaveHandler
 
+from ..exceptions import ConfigError
 from ..storage.result_keys import BestRecord, Mode
-from .recorders import SnapshotEvents, ThroughTimeRecorder, curve_key
+from .recorders import SnapshotEvents, ThroughTimeRecorder, curve_key, part_names
 
-__all__ = ["MemorySaver", "BestCheckpoint", "attach_best"]
+__all__ = ["MemorySaver", "BestCheckpoint", "attach_best", "best_parts"]
 
 
 class MemorySaver(BaseSaveHandler):
@@ -73,7 +75,8 @@ def _cpu_copy(value: Any) -> Any:
 
 
 class BestCheckpoint:
-    """Keeps ``model``'s weights at the snapshot where ``metric`` on the primary validation set is best.
+    """Keeps ``model``'s weights at the snapshot where ``metric`` on the primary validation set is best,
+    or its mean over the validation sets ``parts`` (part names: ``val``, ``val_<name>``).
 
     Example:
         >>> best = BestCheckpoint(eval_model, recorder, "perf", "max")  # doctest: +SKIP
@@ -82,13 +85,17 @@ class BestCheckpoint:
         (2.5, True)
     """
 
-    def __init__(self, model: torch.nn.Module, recorder: ThroughTimeRecorder, metric: str, mode: Mode) -> None:
+    def __init__(self, model: torch.nn.Module, recorder: ThroughTimeRecorder, metric: str, mode: Mode,
+                 parts: tuple[str, ...] = ("val",)) -> None:
         if mode not in ("min", "max"):
             raise ValueError(f"mode={mode!r}: pass 'min' or 'max' (the direction is never guessed)")
-        self.recorder, self.metric, self.mode = recorder, metric, mode
-        self.key = curve_key(metric, "val")
-        if self.key not in recorder.records:
-            raise ValueError(f"metric={metric!r} is not recorded; known: {sorted(recorder.records)}")
+        if not parts:
+            raise ValueError("parts=(): name at least one validation set part ('val', 'val_<name>')")
+        self.recorder, self.metric, self.mode, self.parts = recorder, metric, mode, tuple(parts)
+        self.keys = tuple(curve_key(metric, part) for part in self.parts)
+        for key in self.keys:
+            if key not in recorder.records:
+                raise ValueError(f"metric={metric!r} on {key!r} is not recorded; known: {sorted(recorder.records)}")
         self.saver = MemorySaver()
         self.checkpoint = Checkpoint({"model": model}, self.saver, filename_prefix="best",
                                      score_function=self._score, score_name=metric, n_saved=1)
@@ -96,7 +103,14 @@ class BestCheckpoint:
         self.value: float | None = None
 
     def _score(self, engine: Engine) -> float:
-        return self._priority(self.recorder.records[self.key][-1])
+        return self._priority(self._latest())
+
+    def _latest(self) -> float:
+        """The last snapshot's value: the metric on the one part, or its mean over the parts."""
+        records = self.recorder.records
+        if len(self.keys) == 1:
+            return records[self.keys[0]][-1]
+        return math.fsum(records[key][-1] for key in self.keys) / len(self.keys)
 
     def _priority(self, value: float) -> float:
         """The checkpoint's score of a recorded value: higher is better whatever the mode."""
@@ -118,8 +132,7 @@ class BestCheckpoint:
         saves = self.saver.saves
         self.checkpoint(engine)
         if self.saver.saves != saves:
-            latest = self.recorder.latest()
-            self.epoch, self.value = latest["epochs"], latest[self.key]
+            self.epoch, self.value = self.recorder.records["epochs"][-1], self._latest()
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a resumed trial needs to keep the same best (for the mid-trial checkpoint)."""
@@ -135,15 +148,37 @@ class BestCheckpoint:
         """Where the kept checkpoint was taken; ``None`` before the first snapshot."""
         if self.epoch is None or self.value is None:
             return None
-        return BestRecord(self.metric, self.mode, self.epoch, self.value)
+        return BestRecord(self.metric, self.mode, self.epoch, self.value, () if self.parts == ("val",) else self.parts)
 
 
 def attach_best(
-    engine: Engine, model: torch.nn.Module, recorder: ThroughTimeRecorder, metric: str | None, mode: Mode | None
+    engine: Engine, model: torch.nn.Module, recorder: ThroughTimeRecorder, metric: str | None, mode: Mode | None,
+    parts: tuple[str, ...] = ("val",),
 ) -> BestCheckpoint | None:
     """A :class:`BestCheckpoint` of ``model`` attached to ``engine``; ``None`` (nothing attached) without ``metric``."""
     if metric is None or mode is None:
         return None
-    best = BestCheckpoint(model, recorder, metric, mode)
+    best = BestCheckpoint(model, recorder, metric, mode, parts)
     best.attach(engine)
     return best
+
+
+def best_parts(over: str | tuple[str, ...], val_names: tuple[str, ...]) -> tuple[str, ...]:
+    """The parts (``val``, ``val_<name>``) whose mean chooses the best snapshot, for ``train(best_over=...)``:
+    ``"primary"`` the primary set, ``"mean"`` every validation set, else the sets named (dataset order).
+
+    Example:
+        >>> best_parts("mean", ("clean", "noisy")), best_parts(("noisy",), ("clean", "noisy"))
+        (('val', 'val_noisy'), ('val_noisy',))
+    """
+    parts = part_names(val_names)
+    if over == "primary":
+        return ("val",)
+    if over == "mean":
+        return tuple(parts.values())
+    unknown = [name for name in over if name not in parts]
+    if unknown:
+        raise ConfigError(f"best_over={list(over)!r} names {unknown}, not validation sets of this dataset; its "
+                          f"sets are {list(val_names)} (the keys of Data(val={{...}})). Name some of those, or "
+                          f"pass 'mean' for all of them.")
+    return tuple(parts[name] for name in val_names if name in over)

@@ -252,7 +252,8 @@ class RankBatches:
         self._loader: DataLoader[Any] | None = None
         self.sampler: DistributedSampler[Any] | None = None
         if not source.fast:
-            self.sampler = DistributedSampler(source.dataset, num_replicas=size, rank=rank, shuffle=True, seed=seed)
+            self.sampler = DistributedSampler(source.dataset, num_replicas=size, rank=rank, shuffle=source.shuffle,
+                                              seed=seed)
             self._loader = DataLoader(
                 source.dataset, batch_size=math.ceil(self.batch_size / size), sampler=self.sampler,
                 collate_fn=source.collate_fn, num_workers=source.num_workers, pin_memory=source.pin_memory,
@@ -279,7 +280,7 @@ class RankBatches:
             return
         assert self.source.tensors is not None
         x, y = self.source.tensors
-        for idx in shuffled_batches(len(x), self.batch_size, self.generator):
+        for idx in shuffled_batches(len(x), self.batch_size, self.generator, self.source.shuffle):
             mine = torch.tensor_split(idx, self.size)[self.rank]
             weight = len(mine) * self.size / len(idx)
             if len(mine) == 0:

@@ -130,8 +130,9 @@ def probe_recipe(
             if not isinstance(out, torch.Tensor):
                 raise ConfigError(f"model_loader: the model must return a tensor, got {type(out).__name__}.")
             ignore_index = getattr(loss_fn, "ignore_index", None)
-            _check_style(accuracy_style, out, y, ignore_index)
-            _check_all_targets(accuracy_style, data, out.shape[1] if out.ndim > 1 else 0, ignore_index)
+            scored = _classes_second(out, y, data.class_dim, accuracy_style)  # as perf reads it
+            _check_style(accuracy_style, scored, y, ignore_index)
+            _check_all_targets(accuracy_style, data, scored.shape[1] if scored.ndim > 1 else 0, ignore_index)
             try:
                 loss = _loss_without_broadcast(loss_fn, out, y, loss_spec)
             except ConfigError:
@@ -149,6 +150,16 @@ def probe_recipe(
                 "use reduction='mean'."
             )
     return {"n_train": n_train, "n_val": n_val, "output_shape": tuple(out.shape[1:]), "val_names": data.val_names}
+
+
+def _classes_second(out: torch.Tensor, y: Any, class_dim: int, style: str) -> torch.Tensor:
+    """The output with its classes in dimension 1, as ``perf`` reads it (``Data(class_dim=...)``)."""
+    if class_dim == 1 or style != "classification":
+        return out
+    if not -out.ndim <= class_dim < out.ndim or class_dim % out.ndim == 0:
+        raise ConfigError(f"Data(class_dim={class_dim}) is not a dimension of the model's output of shape "
+                          f"{tuple(out.shape)} besides the batch; pass 1 for (N, C, *) or -1 for (N, T, C).")
+    return out.movedim(class_dim, 1)
 
 
 def _one_batch(data: Data) -> tuple[Any, Any]:

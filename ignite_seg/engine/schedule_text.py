@@ -38,7 +38,7 @@ def describe_schedule(hp: FixedHyperparameters | Mapping[str, Any]) -> str:
     """
     h = as_recipe(hp)
     lrs = simulate_lrs(h, STEPS_PER_EPOCH)
-    w = warmup_steps(h, STEPS_PER_EPOCH) if h.warmup_epochs > 0 else 0
+    w = warmup_steps(h, STEPS_PER_EPOCH) if h.warmup_epochs > 0 or h.warmup_steps > 0 else 0
     body = lrs[max(w - 1, 0):]  # step w - 1 is the schedule's first
     nominal = (h.lr_start, h.lr_end, h.lr_start / ONE_CYCLE_FINAL_DIV)
     first, peak, last = (_g(_snap(float(v), nominal)) for v in (body[0], np.max(body), body[-1]))
@@ -50,12 +50,19 @@ def describe_schedule(hp: FixedHyperparameters | Mapping[str, Any]) -> str:
         what = f"one-cycle: up from {first} to {peak}, then down to {last}"
     elif h.schedule == "cosine":
         what = f"cosine decay from {first} to {last}"
+    elif h.schedule == "noam":  # its own warmup: linear up to the peak over W steps, then peak * sqrt(W / k)
+        return f"noam: linear up to {_g(h.lr_end)} over W = {_warmup_span(h)}, then {_g(h.lr_end)} · sqrt(W / k); " \
+               f"{h.epochs} epochs"
     elif h.schedule == "inv-sqrt":
         what = f"inverse-square-root decay from {first} to {last}"
     else:
         what = f"constant at {first}"
-    warm = f"linear warmup from 0 over {_g(h.warmup_epochs)} epochs, then " if w else ""
+    warm = f"linear warmup from 0 over {_warmup_span(h)}, then " if w else ""
     return f"{warm}{what}; {h.epochs} epochs"
+
+
+def _warmup_span(h: FixedHyperparameters) -> str:
+    return f"{h.warmup_steps} steps" if h.warmup_steps else f"{_g(h.warmup_epochs)} epochs"
 
 
 def _snap(value: float, nominal: tuple[float, ...], tol: float = 0.02) -> float:

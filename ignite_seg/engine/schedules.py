@@ -11,9 +11,13 @@ warmup, step ``k`` counted from 0):
   (from ``lr_end`` down towards ``lr_start``);
 * ``inv-sqrt``: ``LRScheduler`` over a torch ``LambdaLR``, ``lr_end / sqrt(1 + c k)`` with ``c`` such
   that the LR reaches ``lr_start`` after ``N`` steps;
-* ``constant``: ``lr_end`` throughout.
+* ``constant``: ``lr_end`` throughout;
+* ``noam`` (the Transformer's, peak and warmup): ``lr = lr_end * min(k / W, sqrt(W / k))`` at step
+  ``k = 1, 2, ...``, linear up to the peak ``lr_end`` at step ``W`` (the warmup), then ``1 / sqrt``
+  down; ``W`` is ``warmup_steps`` or ``warmup_epochs`` in steps, and the schedule is its own warmup
+  (no linear warmup is added). ``lr_start`` is not used.
 
-Warmup (``warmup_epochs > 0``, ``W`` steps, at least 2): ignite's ``create_lr_scheduler_with_warmup``,
+Warmup (``warmup_epochs > 0`` or ``warmup_steps > 0``, ``W`` steps, at least 2): ignite's ``create_lr_scheduler_with_warmup``,
 linear from 0 to the schedule's first value over steps ``0 .. W - 1``
 (``lr = first * k / (W - 1)``); the schedule then runs its ``N`` steps from step ``W - 1`` on.
 """
@@ -47,13 +51,20 @@ ONE_CYCLE_FINAL_DIV = 100.0
 def warmup_steps(hp: FixedHyperparameters, iters_per_epoch: int) -> int:
     """Optimizer steps of the warmup: 0 without one, else at least 2 and at most all steps but 2."""
     total = hp.epochs * iters_per_epoch
-    if hp.warmup_epochs <= 0 or total < 4:
+    if (hp.warmup_epochs <= 0 and hp.warmup_steps <= 0) or total < 4:
         return 0
-    return min(max(2, int(round(hp.warmup_epochs * iters_per_epoch))), total - 2)
+    return min(max(2, _warmup_length(hp, iters_per_epoch)), total - 2)
+
+
+def _warmup_length(hp: FixedHyperparameters, iters_per_epoch: int) -> int:
+    """The warmup as the recipe gives it, in optimizer steps: ``warmup_steps``, else ``warmup_epochs`` in steps."""
+    return hp.warmup_steps if hp.warmup_steps > 0 else int(round(hp.warmup_epochs * iters_per_epoch))
 
 
 def build_scheduler(hp: FixedHyperparameters, iters_per_epoch: int, optimizer: torch.optim.Optimizer) -> ParamScheduler:
     """The scheduler of a trial, to attach on ``Events.ITERATION_STARTED`` (see the module doc)."""
+    if hp.schedule == "noam":  # its own warmup
+        return _noam(hp, iters_per_epoch, optimizer)
     warmup = warmup_steps(hp, iters_per_epoch)
     steps = hp.epochs * iters_per_epoch - max(warmup - 1, 0)
     scheduler = _SCHEDULES[hp.schedule](hp, iters_per_epoch, steps, optimizer)
@@ -101,6 +112,14 @@ def _inv_sqrt(hp: FixedHyperparameters, ipe: int, steps: int, opt: torch.optim.O
 
 def _constant(hp: FixedHyperparameters, ipe: int, steps: int, opt: torch.optim.Optimizer) -> ParamScheduler:
     return PiecewiseLinear(opt, "lr", milestones_values=[(0, hp.lr_end), (1, hp.lr_end)])
+
+
+def _noam(hp: FixedHyperparameters, ipe: int, opt: torch.optim.Optimizer) -> ParamScheduler:
+    """``lr_end * min(k / W, sqrt(W / k))`` at the ``k``-th step (``k`` from 1; ``LambdaLR`` counts from 0)."""
+    w = max(1, _warmup_length(hp, ipe))
+    for group in opt.param_groups:
+        group["lr"] = hp.lr_end
+    return LRScheduler(LambdaLR(opt, lambda k: min((k + 1) / w, math.sqrt(w / (k + 1)))))
 
 
 _SCHEDULES: dict[str, Callable[[FixedHyperparameters, int, int, torch.optim.Optimizer], ParamScheduler]] = {

@@ -14,7 +14,7 @@ Custom metrics are any ignite ``Metric`` fed ``(y_pred, y)``; :class:`Scorer` me
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Collection, Iterable, Literal, Mapping
 
 import ignite.distributed as idist
 import torch
@@ -40,7 +40,8 @@ RESERVED = ("loss", "perf")
 
 
 class TokenAccuracy(Metric):
-    """Argmax accuracy over dimension 1, counted per item (``(N, C)``) or per token (``(N, C, *)``).
+    """Argmax accuracy over dimension 1, counted per item (``(N, C)``) or per token (``(N, C, *)``);
+    over dimension ``class_dim`` when it is not 1 (``-1`` for ``(N, T, C)`` sequence outputs).
 
     Targets are class indices of shape ``(N, *)`` or one-hot/probabilities of the output's shape;
     index targets equal to ``ignore_index`` are not counted.
@@ -54,8 +55,8 @@ class TokenAccuracy(Metric):
     """
 
     def __init__(self, ignore_index: int | None = None, output_transform: Callable[[Any], Any] = lambda x: x,
-                 device: str | torch.device = "cpu") -> None:
-        self.ignore_index = ignore_index
+                 device: str | torch.device = "cpu", class_dim: int = 1) -> None:
+        self.ignore_index, self.class_dim = ignore_index, class_dim
         super().__init__(output_transform=output_transform, device=device)
 
     @reinit__is_reduced
@@ -66,6 +67,9 @@ class TokenAccuracy(Metric):
     @reinit__is_reduced
     def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
         y_pred, y = _detached(output[0]), _detached(output[1])
+        if self.class_dim != 1:  # (N, *, C, *) -> (N, C, *): one-hot targets of the output's shape move alike
+            y = y.movedim(self.class_dim, 1) if y.shape == y_pred.shape else y
+            y_pred = y_pred.movedim(self.class_dim, 1)
         pred = y_pred.argmax(dim=1)
         if y.shape == y_pred.shape and y_pred.ndim >= 2:  # one-hot / probabilities
             right, counted = pred == y.argmax(dim=1), pred.numel()
@@ -187,10 +191,11 @@ def multiclass_threshold(loss_fn: Any) -> float | None:
     return None
 
 
-def perf_metric(style: str, loss_fn: Any, loss: Metric | None = None) -> Metric:
-    """The ``perf`` metric of ``style`` for this loss (``inv-loss`` derives it from ``loss``)."""
+def perf_metric(style: str, loss_fn: Any, loss: Metric | None = None, class_dim: int = 1) -> Metric:
+    """The ``perf`` metric of ``style`` for this loss (``inv-loss`` derives it from ``loss``); ``class_dim``:
+    the outputs' class dimension for ``classification``."""
     if style == "classification":
-        return TokenAccuracy(ignore_index=getattr(loss_fn, "ignore_index", None))
+        return TokenAccuracy(ignore_index=getattr(loss_fn, "ignore_index", None), class_dim=class_dim)
     if style == "multiclass":
         return MultiLabelAccuracy(threshold=multiclass_threshold(loss_fn))
     if style == "inv-loss":
@@ -212,6 +217,8 @@ class Scorer:
         style: the accuracy style of ``perf``.
         extra: custom metrics by name (not ``loss`` or ``perf``).
         prepare_batch: ``(batch, device, non_blocking) -> (x, y)``; the default takes an ``(x, y)`` pair.
+        val_only: custom metrics not measured on the part ``train`` of :meth:`measure_parts` (NaN there).
+        class_dim: the outputs' class dimension for ``perf`` (``Data(class_dim=...)``).
     """
 
     def __init__(
@@ -220,14 +227,23 @@ class Scorer:
         style: str,
         extra: Mapping[str, Metric] | None = None,
         prepare_batch: Callable[[Any, Any, bool], tuple[Any, Any]] | None = None,
+        val_only: Collection[str] = (),
+        class_dim: int = 1,
     ) -> None:
         loss = SumLoss(loss_fn)
-        self.metrics: dict[str, Metric] = {"loss": loss, "perf": perf_metric(style, loss_fn, loss)}
+        self.metrics: dict[str, Metric] = {"loss": loss, "perf": perf_metric(style, loss_fn, loss, class_dim)}
         for name, metric in (extra or {}).items():
             if name in RESERVED:
                 raise ValueError(f"metric name {name!r} is reserved ({RESERVED})")
             self.metrics[name] = metric
         self._updated = [m for m in self.metrics.values() if not isinstance(m, MetricsLambda)]
+        unknown = sorted(set(val_only) - set(extra or {}))
+        if unknown:
+            raise ValueError(f"val_only={sorted(val_only)} names {unknown}, not custom metrics ({sorted(extra or {})})")
+        self.val_only = frozenset(val_only)
+        #: the metrics updated on the training set: the custom ones in ``val_only`` left out
+        self._updated_train = [m for name, m in self.metrics.items()
+                               if name not in self.val_only and not isinstance(m, MetricsLambda)]
         self.prepare_batch = prepare_batch or _pair
         # In one process, ignite_seg's own metrics are computed without ignite's ``sync_all_reduce``
         # (a no-op there that asks ignite.distributed for the world size on every call: as much as a
@@ -252,19 +268,23 @@ class Scorer:
         was_training = model.training
         model.eval()
         try:
-            return {part: self._measure(model, batches, device) for part, batches in parts.items()}
+            return {part: self._measure(model, batches, device, part == "train") for part, batches in parts.items()}
         finally:
             model.train(was_training)
 
-    def _measure(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device | str) -> dict[str, float]:
-        for metric in self._updated:
+    def _measure(
+        self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device | str, train: bool = False
+    ) -> dict[str, float]:
+        updated = self._updated_train if train else self._updated
+        for metric in updated:
             metric.reset()
         for batch in batches:
             x, y = self.prepare_batch(batch, device, True)
             out = model(x)
-            for metric in self._updated:
+            for metric in updated:
                 metric.update((out, y))
-        return {name: _value(compute) for name, compute in self._compute.items()}
+        skipped = self.val_only if train else frozenset()
+        return {name: float("nan") if name in skipped else _value(compute) for name, compute in self._compute.items()}
 
 
 def _pair(batch: Any, device: Any, non_blocking: bool) -> tuple[Any, Any]:

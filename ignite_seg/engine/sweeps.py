@@ -340,7 +340,7 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
     holdout = [prepare(b, device, False) for b in train.fixed(recipe.holdout, batch_size=SNAPSHOT_POINTS)]
     fit = BatchSource(Subset(train.dataset, rest.tolist()), built.data, pin_memory=pin)
     loss_fn = loss_to(built.loss_fn, device)
-    scorer = Scorer(loss_fn, recipe.accuracy_style, prepare_batch=passthrough)
+    scorer = Scorer(loss_fn, recipe.accuracy_style, prepare_batch=passthrough, class_dim=built.data.class_dim)
     return _Prepared(built.model.to(device), loss_fn, fit, holdout, device, prepare, scorer)
 
 

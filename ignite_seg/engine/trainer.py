@@ -52,6 +52,7 @@ from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default
 from .best import attach_best
 from .checkpoints import CheckpointPlan, CheckpointReport, attach_checkpoints
 from .ema import attach_ema
+from .epoch_log import EpochLog
 from .handlers import DivergenceStop
 from .models import as_model
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
@@ -94,6 +95,8 @@ class TrialTask:
     #: keep the weights of the snapshot where this metric (``loss``, ``perf`` or a custom one) is best
     best_metric: str | None = None
     best_mode: Mode | None = None
+    val_only_metrics: tuple[str, ...] = ()  #: custom metrics measured on the validation sets only (NaN on train)
+    best_parts: tuple[str, ...] = ("val",)  #: the parts (``val``, ``val_<name>``) whose mean of best_metric is best
     #: user handlers: specs that build ``attach(trainer, context)``, attached after ours
     handlers: tuple[LoaderSpec, ...] = ()
     #: mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`); ``None``: none written or read
@@ -341,7 +344,7 @@ def _snapshot_sets(
     sets = {}
     for part, idx in indices.items():
         src = sources.train if part == "train" else sources.val[part]
-        sets[part] = [prepare(b, device, False) for b in src.fixed(idx, batch_size=SNAPSHOT_POINTS)]
+        sets[part] = [prepare(b, device, False) for b in src.fixed(idx)]
     return sets, indices["val"]
 
 
@@ -359,7 +362,7 @@ def _final_metrics(
     out: dict[str, float] = {}
     for part, src in {"train": sources.train, **sources.val}.items():
         batches = (prepare(b, device, True) for b in src.in_order())
-        for metric, value in scorer.measure(model, batches).items():
+        for metric, value in scorer.measure_parts(model, {part: batches})[part].items():
             out[final_key(metric, part)] = value
     return out
 
@@ -403,15 +406,17 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
     eval_model = attach_ema(engine, model, hp.ema_decay)  # the model itself without EMA
     guard = DivergenceStop()
     guard.attach(engine)
-    scorer = Scorer(loss_fn, task.accuracy_style, extra, prepare_batch=passthrough)
+    scorer = Scorer(loss_fn, task.accuracy_style, extra, prepare_batch=passthrough, val_only=task.val_only_metrics,
+                    class_dim=recipe.data.class_dim)
     recorder = ThroughTimeRecorder(scorer, eval_model, sets, iters_per_epoch, hp.epochs, task.snapshots_per_epoch)
     recorder.attach(engine)
+    EpochLog(recorder, task.trial_id, hp.epochs, recipe.data.val_names).attach(engine)
     hidden = None
     if task.record_hidden:
         sample = sources.val["val"].take(val_indices[:HIDDEN_POINTS])  # the first fixed val points
         hidden = HiddenRecorder(eval_model, recipe.prepare_batch(sample, device, False))
         hidden.attach(engine)
-    best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode)
+    best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode, task.best_parts)
     saved = {"trainer": engine, "model": model, "optimizer": optimizer, "scheduler": scheduler, "recorder": recorder,
              "ema_model": eval_model if eval_model is not model else None, "guard": guard, "hidden": hidden,
              "best": best, "grad_scaler": getattr(engine, "grad_scaler", None)}

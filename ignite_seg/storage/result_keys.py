@@ -49,16 +49,23 @@ BEST_KEYS = ("best_epoch", "best_value")
 class BestRecord:
     """Where a trial's best checkpoint (``model_best.pt``) was taken: the ``metric`` (``loss``,
     ``perf`` or a custom metric's name) on the primary validation set's snapshot subset, its
-    direction ``mode``, the fractional ``epoch`` of the snapshot and the ``value`` measured there."""
+    direction ``mode``, the fractional ``epoch`` of the snapshot and the ``value`` measured there.
+    With ``train(best_over=...)``, ``parts`` names the validation sets whose snapshot values were
+    averaged into ``value`` by their key suffixes (``val``, ``val_<name>``); empty: the primary set alone."""
 
     metric: str
     mode: Mode
     epoch: float
     value: float
+    parts: tuple[str, ...] = ()
 
     def to_result(self) -> dict[str, Any]:
-        """The ``result.json`` fields."""
-        return {"best_metric": self.metric, "best_mode": self.mode, "best_epoch": self.epoch, "best_value": self.value}
+        """The ``result.json`` fields (``best_over`` only for a mean over several sets)."""
+        out: dict[str, Any] = {"best_metric": self.metric, "best_mode": self.mode, "best_epoch": self.epoch,
+                               "best_value": self.value}
+        if self.parts:
+            out["best_over"] = list(self.parts)
+        return out
 
     @classmethod
     def from_result(cls, result: Mapping[str, Any]) -> BestRecord | None:
@@ -67,7 +74,8 @@ class BestRecord:
             return None
         value = result["best_value"]
         return cls(str(result["best_metric"]), "min" if result["best_mode"] == "min" else "max",
-                   float(result["best_epoch"]), float("nan") if value is None else float(value))
+                   float(result["best_epoch"]), float("nan") if value is None else float(value),
+                   tuple(str(p) for p in result.get("best_over", ())))  # absent: the primary set (older runs too)
 
 
 @dataclass(frozen=True)

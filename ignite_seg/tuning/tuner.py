@@ -204,7 +204,8 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
     final = FixedHyperparameters(
         lr_start=float(lrs.lr_start), lr_end=float(lrs.lr_end), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), schedule=s.schedule,
-        warmup_epochs=s.warmup_epochs, ema_decay=s.ema_decay, **t.recipe.options.fields(),
+        warmup_epochs=s.warmup_epochs, warmup_steps=s.warmup_steps, ema_decay=s.ema_decay,
+        **t.recipe.options.fields(),
     )
     description = describe_schedule(final)
     logger.info("schedule: %s", description)

@@ -160,3 +160,18 @@ def test_the_first_screen_says_how_the_lr_range_and_the_epochs_were_reached():
     assert any(line.startswith("- **schedule**: ") and line.endswith(" — " + why) for line in lines)
     fixed = _info(run={**RUN, "hyperparameters": {"kind": "fixed"}}, misc=misc, lr=None, bs=None, bs_sampled=None)
     assert "- **learning rate**: cycles between 0.003 and 0.05 (fixed)" in decision_lines(fixed)
+
+
+def test_the_schedule_line_names_the_schedule_and_its_warmup():
+    from ignite_seg.engine.schedule_text import describe_schedule
+
+    base = {"epochs": 12, "lr_start": 0.001, "lr_end": 0.01, "cycle_size_epochs": 6}
+    assert describe_schedule(base) == "triangular cycles between 0.001 and 0.01, 2 cycles of 6 epochs; 12 epochs"
+    assert describe_schedule({**base, "schedule": "noam", "warmup_steps": 60}) == (
+        "noam: linear up to 0.01 over W = 60 steps, then 0.01 · sqrt(W / k); 12 epochs")
+    assert describe_schedule({**base, "schedule": "noam", "warmup_epochs": 2.0}) == (
+        "noam: linear up to 0.01 over W = 2 epochs, then 0.01 · sqrt(W / k); 12 epochs")
+    assert describe_schedule({**base, "schedule": "inv-sqrt", "warmup_steps": 60}) == (
+        "linear warmup from 0 over 60 steps, then inverse-square-root decay from 0.01 to 0.001; 12 epochs")
+    assert describe_schedule({**base, "schedule": "one-cycle"}) == (
+        "one-cycle: up from 0.001 to 0.01, then down to 1e-05; 12 epochs")
