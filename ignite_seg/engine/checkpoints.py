@@ -54,6 +54,7 @@ from ignite.handlers import Checkpoint
 
 from ..exceptions import ConfigTypeError
 from ..storage.atomic import atomic_write_bytes, read_json
+from ..storage.contained import contained
 from ..storage.run_folder import CHECKPOINT_NAME
 from .handlers import CurveRecorder, DivergenceStop
 from .recorders import HiddenRecorder, ThroughTimeRecorder
@@ -219,7 +220,8 @@ class _TrialCheckpoints:
         _check_loadable({k: v for k, v in checkpoint.items() if k.startswith(HANDLER_PREFIX)})
         buf = io.BytesIO()
         torch.save(checkpoint, buf)
-        atomic_write_bytes(self.path, buf.getvalue())
+        with contained(self.plan.run_folder):  # no link inside the run folder is followed
+            atomic_write_bytes(self.path, buf.getvalue())
 
     def attach(self, engine: Engine) -> None:
         if not engine.has_event_handler(self._epoch_completed, Events.EPOCH_COMPLETED):

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..exceptions import ConfigTypeError, FolderError
 from .atomic import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
+from .contained import mkdir_inside, replace_inside, unlink_inside
 from .folder_lock import LOCK_NAME
 from .result_keys import TRIAL_FILES, StopRecord
 
@@ -216,7 +217,7 @@ class RunFolder:
     def write_trial(self, outcome: Any) -> dict[str, Any]:
         """Write one trial's files, ``result.json`` last; return the result record."""
         d = self.trial(outcome.trial_id)
-        d.mkdir(parents=True, exist_ok=True)
+        mkdir_inside(d)
         if outcome.model_init:
             atomic_write_bytes(d / "model_init.pt", outcome.model_init)
         if outcome.model:
@@ -255,7 +256,7 @@ class RunFolder:
         if getattr(outcome, "devices", ()):  # the processes that trained it, and the device of each
             result.update(processes=outcome.processes, devices=list(outcome.devices))
         write_json(d / "result.json", result)
-        (d / CHECKPOINT_NAME).unlink(missing_ok=True)  # the trial is finished: it never resumes
+        unlink_inside(d / CHECKPOINT_NAME)  # the trial is finished: it never resumes
         return result
 
     def trial_ids(self) -> list[int]:
@@ -289,7 +290,7 @@ class RunFolder:
                 dest, k = path.with_name("result.json.corrupt"), 1
                 while dest.exists():
                     dest, k = path.with_name(f"result.json.corrupt.{k}"), k + 1
-                os.replace(path, dest)
+                replace_inside(path, dest)
                 moved.append(tid)
         return moved
 
@@ -309,7 +310,6 @@ def _write_user_file(trial: Path, name: str, blob: bytes) -> None:
     if ".." in Path(name).parts or Path(name).is_absolute() or name in TRIAL_FILES:
         logger.warning("not writing the handlers' file %r into %s: not a plain name of its own", name, trial)
         return
-    (trial / name).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(trial / name, blob)
 def _checkpoint_facts(report: Any) -> dict[str, Any]:
     """``result.json``'s record of a trial's mid-trial checkpoints: ``resumed_from_epoch`` when it
