@@ -43,7 +43,7 @@ from .runtime.logs import ensure_logging
 from .runtime.main_module import check_main_guard, workers_skip_main
 from .runtime.tasks import TaskLost, TaskRunner, prestart
 from .runtime.workers import second_interrupt_exits, start_method
-from .storage.atomic import read_json, write_json, write_npz
+from .storage.atomic import named_damage, read_json, write_json, write_npz
 from .storage.claim import claimed
 from .storage.collate import Collator
 from .storage.run_folder import RunFolder, check_history_folder, resolve_folder_arg, state
@@ -420,5 +420,7 @@ def load_model(
         model = LoaderSpec.from_json(info["loaders"]["model"]).build()
     elif not isinstance(model, torch.nn.Module):
         model = normalize_spec(model, "model").build()
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    with named_damage(path):
+        weights = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(weights)
     return model

@@ -11,13 +11,16 @@ import io
 import json
 import math
 import os
+import pickle
 import re
 import secrets
+import zipfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from ..exceptions import FolderError
 from .contained import open_parent
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "write_npz",
     "to_jsonable",
     "remove_stale_temporaries",
+    "named_damage",
 ]
 
 #: Test hook: callables run with the destination path just before each atomic replace. The
@@ -183,3 +187,16 @@ def write_npz(path: str | os.PathLike[str], **arrays: Any) -> None:
     named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
     np.savez(buf, **named)
     atomic_write_bytes(path, buf.getvalue())
+
+
+@contextlib.contextmanager
+def named_damage(path: Path) -> Iterator[None]:
+    """Turn a damaged file's error (a truncated zip, garbage) into a FolderError naming ``path``."""
+    try:
+        yield
+    except (zipfile.BadZipFile, EOFError, ValueError, RuntimeError, pickle.UnpicklingError) as exc:
+        raise FolderError(
+            f"{str(path)!r} is damaged ({type(exc).__name__}: {exc}). A trial's file: continue the run "
+            "(is_continuation=True, trials=0) to run the trial again; results.npz or throughtimes.npz: the "
+            "same continuation collates them again."
+        ) from exc

@@ -17,13 +17,14 @@ import logging
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Literal, get_args
 
 import numpy as np
 
 from ..exceptions import ConfigTypeError, FolderError
-from .atomic import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
+from .atomic import atomic_write_bytes, is_temporary, named_damage, read_json, write_json, write_npz
 from .contained import mkdir_inside, replace_inside, unlink_inside
 from .folder_lock import LOCK_NAME
 from .result_keys import TRIAL_FILES, StopRecord
@@ -274,19 +275,24 @@ class RunFolder:
             return None
         if data.get("status") == "completed":
             d = self.trial(trial_id)
-            if not ((d / "model.pt").is_file() and (d / "throughtime.npz").is_file()):
+            if not ((d / "model.pt").is_file() and (d / "throughtime.npz").is_file()) or damaged_file(d):
                 return None
         return data  # type: ignore[no-any-return]
 
     def set_aside_corrupt_results(self) -> list[int]:
         """Rename each unreadable ``result.json`` to ``result.json.corrupt`` (never deleted); their ids.
 
-        Those trials count as unfinished, so a continuation runs them again.
+        A completed trial with a damaged file (:func:`damaged_file`, logged naming it) is set aside
+        the same way. Those trials count as unfinished, so a continuation runs them again.
         """
         moved = []
         for tid in self.trial_ids():
             path = self.trial(tid) / "result.json"
-            if path.is_file() and self.read_result(tid) is None and not _readable_record(path):
+            bad = damaged_file(self.trial(tid)) if _readable_record(path) else None
+            if bad is not None:
+                logger.warning("trial %d: %s is damaged (%s); the trial is run again (its result.json kept as "
+                               "result.json.corrupt)", tid, self.trial(tid) / bad[0], bad[1])
+            if path.is_file() and self.read_result(tid) is None and (bad or not _readable_record(path)):
                 dest, k = path.with_name("result.json.corrupt"), 1
                 while dest.exists():
                     dest, k = path.with_name(f"result.json.corrupt.{k}"), k + 1
@@ -301,8 +307,27 @@ class RunFolder:
                 yield tid, res
 
     def read_throughtime(self, trial_id: int) -> dict[str, np.ndarray]:
-        with np.load(self.trial(trial_id) / "throughtime.npz") as z:
+        path = self.trial(trial_id) / "throughtime.npz"
+        with named_damage(path), np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
+
+
+#: A completed trial's files that are zip archives (``torch.save``'s format, ``.npz``).
+ZIP_FILES = ("model.pt", "model_init.pt", "model_raw.pt", "model_best.pt", "throughtime.npz", "hidden.npz")
+
+
+def damaged_file(trial: Path) -> tuple[str, str] | None:
+    """The first of ``trial``'s zip files (weights, arrays) whose central directory does not read,
+    and why; ``None`` when every one present reads. Cheap: only each file's end is read."""
+    for name in ZIP_FILES:
+        try:
+            with zipfile.ZipFile(trial / name) as z:
+                z.infolist()
+        except FileNotFoundError:
+            continue
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+            return name, f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _write_user_file(trial: Path, name: str, blob: bytes) -> None:
