@@ -288,7 +288,7 @@ class RunFolder:
         moved = []
         for tid in self.trial_ids():
             path = self.trial(tid) / "result.json"
-            bad = damaged_file(self.trial(tid)) if _readable_record(path) else None
+            bad = damaged_file(self.trial(tid)) if path.is_file() and _readable_record(path) else None
             if bad is not None:
                 logger.warning("trial %d: %s is damaged (%s); the trial is run again (its result.json kept as "
                                "result.json.corrupt)", tid, self.trial(tid) / bad[0], bad[1])
