@@ -150,3 +150,16 @@ def test_run_json_takes_only_the_documented_states(tmp_path):
     with pytest.raises(ValueError, match="not a run state: 'done'"):
         RunFolder(tmp_path).write_run({"state": "done", "loaders": {}})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fresh_run_killed_before_its_plan_is_recovered_with_its_requested_trials(tmp_path):
+    """Issue 26, item 6: the first write (run.json, state running) lands, the kill comes before the
+    plan; the documented recovery (is_continuation=True, trials=0) runs the 3 trials asked for."""
+    folder = str(tmp_path / "current")
+    assert run_driver({"folder": folder, "trials": 3}, kill_at=2).returncode == -9
+    run = json.loads(Path(folder, "run.json").read_text())
+    assert run["state"] == "running" and not run.get("planned_trials")
+    done = run_driver({"folder": folder, "trials": 0, "continuation": True})
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = sorted(json.loads(p.read_text())["status"] for p in Path(folder, "trials").glob("*/result.json"))
+    assert results == ["completed"] * 3
