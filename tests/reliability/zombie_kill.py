@@ -31,13 +31,15 @@ def one_kill(folder: Path, limit: float = 10.0) -> tuple[float, float]:
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
     env.pop("IGNITE_SEG_KILL_AT_WRITE", None)
     spec = {"pool": "process", "trials": 40, "folder": str(folder)}
+    err = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(spec)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+                            stderr=err)
     try:
         deadline = time.monotonic() + 120
         while len(processes_with_marker(marker)) < 4:  # driver, fork server, resource tracker, a worker
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the driver ended (or never started its workers) before the kill")
+                err.seek(0)
+                raise RuntimeError(f"the driver ended (or never started its workers) before the kill: {err.read()[-2000:]}")
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)  # not reaped until the end: a zombie meanwhile
         t0 = time.monotonic()
@@ -49,6 +51,7 @@ def one_kill(folder: Path, limit: float = 10.0) -> tuple[float, float]:
         eof = time.monotonic() - t0
         return gone, eof
     finally:
+        err.close()
         proc.kill()
         proc.wait()
         for pid in processes_with_marker(marker):  # leave nothing behind, whatever happened
