@@ -121,12 +121,19 @@ def has_content(folder: Path) -> bool:
 
 
 def check_replaceable(folder: Path) -> None:
-    """Refuse to archive a non-empty folder that is not an ignite_seg run (nothing is moved)."""
-    if has_content(folder) and not (folder / RUN_JSON).is_file():
+    """Refuse to archive a non-empty folder that is not an ignite_seg run (nothing is moved).
+
+    A run is a folder whose run.json is a valid record of ignite_seg's (:meth:`RunFolder.read_run`,
+    the rule a continuation applies too): a foreign or unreadable run.json is no run."""
+    if not has_content(folder):
+        return
+    try:
+        RunFolder(folder).read_run()
+    except FolderError as exc:
         raise FolderError(
-            f"folder={str(folder)!r} is not empty and is not an ignite_seg run folder (no run.json), so "
+            f"folder={str(folder)!r} is not empty and is not an ignite_seg run folder ({exc}), so "
             "ignite_seg will not move it aside. Pass an empty or new folder, or a previous run's folder."
-        )
+        ) from None
 
 
 def archive_folder(folder: Path, history_folder: Path) -> Path:
