@@ -180,10 +180,12 @@ def run_validated(cfg: RunConfig, entry: str) -> TrainResult:
     previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
     check_same_metrics(cfg, previous)
     cfg = settle(cfg, previous)
-    with workers_skip_main(not uses_main):  # an unguarded script is not run again in the workers
+    # an unguarded script is not run again in the workers; a second interrupt while the first is
+    # handled (workers stopped, the lock released) exits now
+    with workers_skip_main(not uses_main), second_interrupt_exits():
         facts = _probe(cfg)
-        # archive an old run and take the lock; a second interrupt while the first is handled exits now
-        with claimed(cfg.folder, cfg.history, fresh=previous is None) as rf, _on_interrupt(rf), second_interrupt_exits():
+        # archive an old run and take the lock
+        with claimed(cfg.folder, cfg.history, fresh=previous is None) as rf, _on_interrupt(rf):
             run_info = run_record(cfg, previous, facts["val_names"])
             rf.write_run(run_info)
             with TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD) as runner:
