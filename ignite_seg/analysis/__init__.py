@@ -68,8 +68,18 @@ def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings 
     try:
         with contained(rf.path):  # no write or delete through a link inside the folder
             analyze_folder(rf, settings, cores=n_cores, force=force)
+            _mark_complete(rf, settings)
     finally:
         lock.release()
+
+
+def _mark_complete(rf: RunFolder, settings: AnalysisSettings) -> None:
+    """A run whose train() was stopped during its analysis (``collated``) is complete once the
+    analysis it asked for is made."""
+    run = rf.read_run()
+    asked = str(run.get("analysis", "none"))
+    if run.get("state") == "collated" and settings.level >= resolve_analysis(asked if asked in LEVELS else "video").level:
+        rf.write_run({**run, "state": "complete"})
 
 
 def _check_collected(run: dict[str, Any], settings: AnalysisSettings) -> None:

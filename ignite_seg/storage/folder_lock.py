@@ -203,8 +203,10 @@ def _open_error(folder: Path, exc: OSError) -> Exception:
     """The lock file could not be opened: a link (never followed) names itself; others name the file."""
     if exc.errno in (errno.ELOOP, errno.EMLINK):
         return link_error(folder, folder / LOCK_NAME)
-    exc.filename = exc.filename or str(folder / LOCK_NAME)
-    return exc
+    return FolderError(
+        f"cannot take the lock of folder {str(folder)!r}: opening {str(folder / LOCK_NAME)!r} failed "
+        f"({exc.strerror or exc}). Pass a folder you can write to (a run or an analysis writes into it)."
+    )
 
 
 def _ours(raw: bytes) -> bool:

@@ -206,7 +206,7 @@ class RunFolder:
     def read_run(self) -> dict[str, Any]:
         try:
             data = read_json(self.run_json)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise FolderError(
                 f"{str(self.path)!r} is not an ignite_seg run folder (no run.json). Pass the folder "
                 "given to ignite_seg.train(folder=...)."
