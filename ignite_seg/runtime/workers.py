@@ -82,7 +82,8 @@ def prestart(preload: Sequence[str] = ()) -> None:
 
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([SERVER_GUARD, *preload])
-    os.environ[SERVER_GUARD_ENV] = str(os.getpid())  # the server it starts dies with this process
+    if threading.current_thread() is threading.main_thread():  # the signal comes when this *thread* ends
+        os.environ[SERVER_GUARD_ENV] = str(os.getpid())  # the server it starts dies with this process
     forkserver.ensure_running()
 
 
@@ -119,11 +120,12 @@ def _alive(pid: int, created: float) -> bool:
 def die_with_parent() -> None:
     """Ask the kernel to SIGKILL this process when its parent ends (Linux ``PR_SET_PDEATHSIG``).
 
-    The parent is the driver (``spawn``, ``fork``) or the fork server, which itself dies with the
-    driver (:mod:`ignite_seg.runtime.server_guard`): a SIGKILLed driver, reaped or not, takes its
-    whole tree along within milliseconds. Elsewhere a no-op (the watch of :func:`guard_worker`
-    remains). The signal is sent when the *thread* that started this process ends; the pools
-    start their processes from the thread that runs the call, or the fork server's only thread.
+    Asked by the fork server of a driver's main thread (:mod:`ignite_seg.runtime.server_guard`)
+    and by the workers it forks: a SIGKILLed driver, reaped or not, takes its whole tree along
+    within milliseconds. The signal is sent when the *thread* that started this process ends, so
+    it is not asked where that thread may end before the run (a driver's other threads; workers
+    started by the driver itself, with ``spawn`` or ``fork``): there the watch of
+    :func:`guard_worker` (a second at most) remains. Elsewhere than Linux a no-op.
     """
     if not sys.platform.startswith("linux"):
         return
@@ -141,7 +143,8 @@ def guard_worker(driver: tuple[int, float]) -> None:
     the parent process, and exit when the driver ``(pid, creation time)`` is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
-    die_with_parent()
+    if parent != driver[0]:  # the fork server (one thread); a driver's thread may end before the run
+        die_with_parent()
     if not _alive(*driver):  # it died before the signal was asked for
         os._exit(3)
     threading.Thread(target=_watch_driver, args=(*driver, parent), name="ignite_seg-watchdog", daemon=True).start()
