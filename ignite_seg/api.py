@@ -55,10 +55,10 @@ from .runtime.logs import ensure_logging
 from .runtime.main_module import check_main_guard, workers_skip_main
 from .runtime.tasks import TaskLost, TaskRunner, prestart
 from .runtime.workers import second_interrupt_exits, start_method
-from .storage.atomic import read_json, remove_stale_temporaries, write_json, write_npz
+from .storage.atomic import read_json, write_json, write_npz
+from .storage.claim import claimed
 from .storage.collate import Collator
-from .storage.folder_lock import FolderLock
-from .storage.run_folder import RunFolder, archive_folder, check_history_folder, has_content, resolve_folder_arg, state
+from .storage.run_folder import RunFolder, check_history_folder, resolve_folder_arg, state
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
 
@@ -201,11 +201,13 @@ def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) 
     previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
     check_same_metrics(cfg, previous)
     cfg = settle(cfg, previous)
-    with workers_skip_main(not uses_main):  # an unguarded script is not run again in the workers
+    # an unguarded script is not run again in the workers; a second interrupt while the first is
+    # handled (workers stopped, the lock released) exits now
+    with workers_skip_main(not uses_main), second_interrupt_exits():
         facts = _probe(cfg)
         cfg = dataclasses.replace(cfg, best_parts=best_parts(cfg.best_over, facts["val_names"]))
-        # archive an old run and take the lock; a second interrupt while the first is handled exits now
-        with _claimed(cfg, previous) as rf, _on_interrupt(rf), second_interrupt_exits():
+        # archive an old run and take the lock
+        with claimed(cfg.folder, cfg.history, fresh=previous is None) as rf, _on_interrupt(rf):
             run_info = {**run_record(cfg, previous, facts["val_names"]), "n_train": facts["n_train"]}  # the figure's steps
             rf.write_run(run_info)
             with contextlib.ExitStack() as stack:
@@ -274,26 +276,6 @@ def _probe(cfg: RunConfig) -> Mapping[str, Any]:
     facts = probe_recipe(cfg.specs["model"], cfg.specs["dataset"], cfg.specs["loss"], cfg.accuracy_style)
     logger.info("recipe ok: %d training and %d validation items", facts["n_train"], facts["n_val"])
     return facts
-
-
-@contextlib.contextmanager
-def _claimed(cfg: RunConfig, previous: Mapping[str, Any] | None) -> Iterator[RunFolder]:
-    """The run folder, locked for this call: an old run moved to the history first (fresh runs)."""
-    rf = RunFolder(cfg.folder)
-    if previous is None and has_content(rf.path):  # a run folder: check_continuation refused others
-        if FolderLock.holder(rf.path) is not None:
-            FolderLock(rf.path).acquire()  # raises FolderLockedError naming the pid
-        dest = archive_folder(rf.path, cfg.history)
-        logger.info("archived the existing %s to %s", rf.path, dest)
-    rf.path.mkdir(parents=True, exist_ok=True)
-    lock = FolderLock(rf.path)
-    lock.acquire()
-    try:
-        if n := remove_stale_temporaries(rf.path):
-            logger.info("removed %d temporary file(s) left by an interrupted write", n)
-        yield rf
-    finally:
-        lock.release()
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ __all__ = [
     "ConfigTypeError",
     "FolderError",
     "FolderLockedError",
+    "CheckpointWriteError",
     "AnalysisUnavailableError",
     "TuningError",
 ]
@@ -38,6 +39,11 @@ class FolderError(IgniteSegError):
 
 class FolderLockedError(FolderError):
     """Another live process holds the lock of the output folder."""
+
+
+class CheckpointWriteError(IgniteSegError):
+    """A trial's mid-trial checkpoint could not be written (a full disk): an error of the run, not
+    of the trial. It reaches the caller of ``train()``; a continuation resumes the trial."""
 
 
 class AnalysisUnavailableError(IgniteSegError):

@@ -8,6 +8,7 @@ from .config.checks import check_bool
 from .config.specs import LoaderSpec, normalize_spec
 from .engine.models import as_model
 from .exceptions import ConfigError, FolderError
+from .storage.atomic import named_damage
 from .storage.run_folder import RunFolder
 
 __all__ = ["load_model"]
@@ -67,5 +68,7 @@ def load_model(
         model = as_model(LoaderSpec.from_json(info["loaders"]["model"]).build())
     elif not isinstance(model, torch.nn.Module):
         model = as_model(normalize_spec(model, "model").build())
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    with named_damage(path):  # a truncated file: a FolderError naming it, not miniz's RuntimeError
+        weights = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(weights)
     return model

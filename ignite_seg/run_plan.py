@@ -286,6 +286,9 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
                 handlers=[spec.describe(DESCRIBE_MAX) for spec in cfg.handler_specs])
     if previous is not None and previous.get("state") == "complete":
         info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
+    if not info.get("planned_trials") and (cfg.trials or "requested_trials" not in info):
+        # what a recovery (trials=0) of this call, killed before its plan, adds
+        info["requested_trials"] = {"trials": cfg.trials, "trials_strict": cfg.trials_strict}
     info["state"] = state("running")
     return info
 
@@ -319,10 +322,14 @@ def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | Non
         logger.info("resuming an interrupted run: %d of %d planned trials left",
                     sum(t in unfinished or not rf.trial(t).is_dir() for t in plan), len(plan))
     else:
-        n = cfg.trials if cfg.trials_strict or cfg.trials == 0 else -(-cfg.trials // capacity) * capacity
-        if n != cfg.trials:
+        trials, strict = cfg.trials, cfg.trials_strict
+        if interrupted and previous and trials == 0:  # killed before its plan: the request it recorded
+            asked = previous.get("requested_trials") or {}
+            trials, strict = int(asked.get("trials", 0)), bool(asked.get("trials_strict", True))
+        n = trials if strict or trials == 0 else -(-trials // capacity) * capacity
+        if n != trials:
             logger.info("trials=%d rounded up to %d, a multiple of the %d trials that run at once (trials_strict=False "
-                        "fills idle workers; trials_strict=True runs exactly %d)", cfg.trials, n, capacity, cfg.trials)
+                        "fills idle workers; trials_strict=True runs exactly %d)", trials, n, capacity, trials)
         start = max(rf.trial_ids(), default=-1) + 1
         plan = list(range(start, start + n))
     resumable = sorted(t for t in unfinished if (rf.trial(t) / CHECKPOINT_NAME).is_file())

@@ -51,6 +51,7 @@ def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings 
         >>> ignite_seg.analyze("out/current", analysis="video-draft", cores=2)  # doctest: +SKIP
     """
     from ..runtime.checks import resolve_cores
+    from ..storage.contained import contained
     from ..storage.folder_lock import FolderLock
     from ..storage.run_folder import RunFolder
 
@@ -65,9 +66,20 @@ def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings 
     lock = FolderLock(rf.path)
     lock.acquire()  # FolderLockedError (a FolderError) while a live run writes the folder
     try:
-        analyze_folder(rf, settings, cores=n_cores, force=force)
+        with contained(rf.path):  # no write or delete through a link inside the folder
+            analyze_folder(rf, settings, cores=n_cores, force=force)
+            _mark_complete(rf, settings)
     finally:
         lock.release()
+
+
+def _mark_complete(rf: RunFolder, settings: AnalysisSettings) -> None:
+    """A run whose train() was stopped during its analysis (``collated``) is complete once the
+    analysis it asked for is made."""
+    run = rf.read_run()
+    asked = str(run.get("analysis", "none"))
+    if run.get("state") == "collated" and settings.level >= resolve_analysis(asked if asked in LEVELS else "video").level:
+        rf.write_run({**run, "state": "complete"})
 
 
 def _check_collected(run: dict[str, Any], settings: AnalysisSettings) -> None:
@@ -87,6 +99,7 @@ def _check_collected(run: dict[str, Any], settings: AnalysisSettings) -> None:
 def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, force: bool = False) -> None:
     """Analyse ``rf`` as ``settings`` asks. The caller holds the folder's lock (``train()`` does)."""
     from ..storage.atomic import read_json
+    from ..storage.contained import mkdir_inside
     from .products import FORMAT, PRODUCTS
 
     run = rf.read_run()
@@ -113,7 +126,7 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
 
         ffmpeg_exe()  # fails early, saying what to install
     t0 = time.perf_counter()
-    rf.analysis.mkdir(parents=True, exist_ok=True)
+    mkdir_inside(rf.analysis)
     try:
         manifest: dict[str, Any] = read_json(rf.analysis / MANIFEST)
     except (FileNotFoundError, ValueError):

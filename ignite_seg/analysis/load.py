@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..storage.atomic import read_json
+from ..storage.atomic import named_damage, read_json
 from ..storage.run_folder import RunFolder
 from ..storage.schemas import HPARAM_FILES
 
@@ -17,7 +17,7 @@ __all__ = ["read_npz", "read_json_or_none", "trial_records", "hidden_path", "HPA
 def read_npz(path: Path) -> dict[str, np.ndarray] | None:
     """All arrays of an ``.npz``, or ``None`` when the file does not exist."""
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with named_damage(path), np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
     except FileNotFoundError:
         return None

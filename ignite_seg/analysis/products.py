@@ -119,7 +119,9 @@ def _npz_nonempty(path: Path, key: str) -> bool:
         return False
     import numpy as np
 
-    with np.load(path) as z:
+    from ..storage.atomic import named_damage
+
+    with named_damage(path), np.load(path, allow_pickle=False) as z:
         return key in z.files and z[key].size > 0
 
 

@@ -52,8 +52,9 @@ import torch
 from ignite.engine import Engine, Events
 from ignite.handlers import Checkpoint
 
-from ..exceptions import ConfigTypeError
+from ..exceptions import CheckpointWriteError, ConfigTypeError, FolderError
 from ..storage.atomic import atomic_write_bytes, read_json
+from ..storage.contained import contained
 from ..storage.run_folder import CHECKPOINT_NAME
 from .handlers import CurveRecorder, DivergenceStop
 from .recorders import HiddenRecorder, ThroughTimeRecorder
@@ -219,7 +220,14 @@ class _TrialCheckpoints:
         _check_loadable({k: v for k, v in checkpoint.items() if k.startswith(HANDLER_PREFIX)})
         buf = io.BytesIO()
         torch.save(checkpoint, buf)
-        atomic_write_bytes(self.path, buf.getvalue())
+        try:
+            with contained(self.plan.run_folder):  # no link inside the run folder is followed
+                atomic_write_bytes(self.path, buf.getvalue())
+        except (OSError, FolderError) as exc:  # the folder's fault, not the trial's: the run stops
+            raise CheckpointWriteError(
+                f"writing the checkpoint {str(self.path)!r} failed: {exc}. Free space (or fix the folder), then "
+                "continue the run with is_continuation=True, trials=0: the trial resumes from its last checkpoint."
+            ) from exc
 
     def attach(self, engine: Engine) -> None:
         if not engine.has_event_handler(self._epoch_completed, Events.EPOCH_COMPLETED):

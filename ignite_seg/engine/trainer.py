@@ -46,6 +46,7 @@ from ignite.utils import manual_seed
 
 from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
+from ..exceptions import CheckpointWriteError
 from ..runtime.workers import report_progress
 from ..storage.result_keys import BestRecord, Mode
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
@@ -297,6 +298,8 @@ def run_trial(task: TrialTask, placement: TrialPlacement | None = None) -> Trial
         set_threads(task.threads)
         with tempfile.TemporaryDirectory(prefix=f"ignite_seg_trial{task.trial_id}_") as output_dir:
             _train(task, outcome, Path(output_dir), placement)
+    except CheckpointWriteError:  # an error of the run (a full disk), not of the trial: to the caller
+        raise
     except (Exception, SystemExit, KeyboardInterrupt):  # the user's code may raise these too
         outcome.status = "failed"
         outcome.error = traceback.format_exc()

@@ -3,7 +3,7 @@
 Every worker of ignite_seg (the trial pool's, the analysis pool's) ignores SIGINT, so that only
 the driver handles an interrupt and stops its workers itself, and watches the driver: it exits
 within a second or so once the driver is gone, even when the driver was SIGKILLed. The fork
-server exits by itself when the driver is gone (its pipe to the driver reaches EOF).
+server dies with the driver too (the kernel's parent-death signal, on Linux), reaped or not.
 """
 from __future__ import annotations
 
@@ -24,11 +24,14 @@ import psutil
 
 __all__ = [
     "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
-    "second_interrupt_exits", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call",
+    "second_interrupt_exits", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call", "die_with_parent",
     "TaskProgress", "report_progress", "PROGRESS_EVERY_S",
 ]
 
 logger = logging.getLogger(__name__)
+#: Preloaded first by the fork server: it asks to die with the driver (the pid in this variable).
+SERVER_GUARD = "ignite_seg.runtime.server_guard"
+SERVER_GUARD_ENV = "IGNITE_SEG_FORKSERVER_PARENT"
 _started_queue: Any = None
 _warned_cuda = False
 #: Worker processes of the live pools of this process (by pid), killed by a second interrupt.
@@ -79,7 +82,9 @@ def prestart(preload: Sequence[str] = ()) -> None:
     from multiprocessing import forkserver
 
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(preload))
+    ctx.set_forkserver_preload([SERVER_GUARD, *preload])
+    if threading.current_thread() is threading.main_thread():  # the signal comes when this *thread* ends
+        os.environ[SERVER_GUARD_ENV] = str(os.getpid())  # the server it starts dies with this process
     forkserver.ensure_running()
 
 
@@ -88,27 +93,62 @@ def driver_identity() -> tuple[int, float]:
     return os.getpid(), psutil.Process().create_time()
 
 
-def _watch_driver(pid: int, created: float, period: float = 1.0) -> None:
-    """Exit this worker soon after the driver process is gone (killed, crashed).
+def _watch_driver(pid: int, created: float, parent: int, period: float = 1.0) -> None:
+    """Exit this worker soon after the driver process is gone (killed, crashed), reaped or not.
 
     A pool worker blocks on its task queue forever once the driver dies (it holds both ends of
     the queue's pipe, so no EOF ever arrives): without this, a SIGKILLed run leaks its workers.
+    A dead driver that its own parent has not reaped yet is a zombie whose creation time still
+    reads, so the watch also counts a zombie as gone, and a change of this process's parent
+    (``parent``: the fork server, or the driver itself) as the end of it. The parent-death
+    signal (:func:`die_with_parent`) usually ends the worker first; this watch covers the
+    platforms without it.
     """
     while True:
         time.sleep(period)
-        try:
-            alive = psutil.Process(pid).create_time() == created
-        except psutil.Error:
-            alive = False
-        if not alive:
+        if os.getppid() != parent or not _alive(pid, created):
             os._exit(3)
 
 
+def _alive(pid: int, created: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return bool(proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent ends (Linux ``PR_SET_PDEATHSIG``).
+
+    Asked by the fork server of a driver's main thread (:mod:`ignite_seg.runtime.server_guard`)
+    and by the workers it forks: a SIGKILLed driver, reaped or not, takes its whole tree along
+    within milliseconds. The signal is sent when the *thread* that started this process ends, so
+    it is not asked where that thread may end before the run (a driver's other threads; workers
+    started by the driver itself, with ``spawn`` or ``fork``): there the watch of
+    :func:`guard_worker` (a second at most) remains. Elsewhere than Linux a no-op.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
 def guard_worker(driver: tuple[int, float]) -> None:
-    """Initialiser of every worker: ignore SIGINT (the driver stops its workers itself) and exit
-    when the driver ``(pid, creation time)`` is gone."""
+    """Initialiser of every worker: ignore SIGINT (the driver stops its workers itself), die with
+    the parent process, and exit when the driver ``(pid, creation time)`` is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_watch_driver, args=driver, name="ignite_seg-watchdog", daemon=True).start()
+    parent = os.getppid()
+    if parent != driver[0]:  # the fork server (one thread); a driver's thread may end before the run
+        die_with_parent()
+    if not _alive(*driver):  # it died before the signal was asked for
+        os._exit(3)
+    threading.Thread(target=_watch_driver, args=(*driver, parent), name="ignite_seg-watchdog", daemon=True).start()
 
 
 def init_trial_worker(threads: int, started_queue: Any, driver: tuple[int, float], preload: Sequence[str] = ()) -> None:

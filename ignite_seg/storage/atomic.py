@@ -5,16 +5,23 @@ file or the complete new one, never a half-written file.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import json
 import math
 import os
+import pickle
 import re
-import tempfile
+import secrets
+import zipfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
+
+from ..exceptions import FolderError
+from .contained import open_parent
 
 __all__ = [
     "atomic_write_bytes",
@@ -23,6 +30,7 @@ __all__ = [
     "write_npz",
     "to_jsonable",
     "remove_stale_temporaries",
+    "named_damage",
 ]
 
 #: Test hook: callables run with the destination path just before each atomic replace. The
@@ -73,20 +81,6 @@ def remove_stale_temporaries(folder: str | os.PathLike[str]) -> int:
     return n
 
 
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable: fsync the directory entry (a no-op where unsupported)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # Windows cannot open a folder; its renames are durable already
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on a folder (EINVAL): nothing more to do
-        pass
-    finally:
-        os.close(fd)
-
-
 def _name_the_file(exc: OSError, path: Path) -> None:
     """Name the file being written in ``exc`` when the OS named none (a full disk, an I/O error)."""
     if exc.filename is None:
@@ -111,30 +105,49 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     raised without a file name (a full disk) names ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     global write_count
-    prefix = f"{TMP_PREFIX}{os.getpid()}-{path.name}."
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=TMP_SUFFIX, dir=path.parent)
-    write_count += 1
+    dfd = open_parent(path)  # no link inside a run folder is followed (storage/contained.py)
+    tmp = ""
     try:
+        fd, tmp = _create_temporary(dfd, path.name)
+        write_count += 1
         with os.fdopen(fd, "wb") as fh:
-            if hasattr(os, "fchmod"):
-                os.fchmod(fh.fileno(), _FILE_MODE)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         for hook in _before_replace_hooks:
             hook(path)
-        os.replace(tmp, path)
+        os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        tmp = ""
+        _fsync_fd(dfd)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        if tmp:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dfd)
         if isinstance(exc, OSError):
             _name_the_file(exc, path)
         raise
-    _fsync_folder(path.parent)
+    finally:
+        os.close(dfd)
+
+
+def _create_temporary(dfd: int, name: str) -> tuple[int, str]:
+    """A new temporary file ``.ignite_seg-<pid>-<name>.<random>.tmp`` in the folder ``dfd`` (never a link)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = f"{TMP_PREFIX}{os.getpid()}-{name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+        try:
+            return os.open(tmp, flags, _FILE_MODE, dir_fd=dfd), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", name)
+
+
+def _fsync_fd(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a folder (EINVAL): nothing more to do
+        pass
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -174,3 +187,16 @@ def write_npz(path: str | os.PathLike[str], **arrays: Any) -> None:
     named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
     np.savez(buf, **named)
     atomic_write_bytes(path, buf.getvalue())
+
+
+@contextlib.contextmanager
+def named_damage(path: Path) -> Iterator[None]:
+    """Turn a damaged file's error (a truncated zip, garbage) into a FolderError naming ``path``."""
+    try:
+        yield
+    except (zipfile.BadZipFile, EOFError, ValueError, RuntimeError, pickle.UnpicklingError) as exc:
+        raise FolderError(
+            f"{str(path)!r} is damaged ({type(exc).__name__}: {exc}). A trial's file: continue the run "
+            "(is_continuation=True, trials=0) to run the trial again; results.npz or throughtimes.npz: the "
+            "same continuation collates them again."
+        ) from exc

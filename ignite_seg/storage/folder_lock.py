@@ -6,6 +6,8 @@ error message. See docs/reliability.md.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -13,18 +15,25 @@ import socket
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import psutil
 
-from ..exceptions import FolderLockedError
+from ..exceptions import FolderError, FolderLockedError
+from .contained import link_error
 
-__all__ = ["FolderLock", "LOCK_NAME"]
+__all__ = ["FolderLock", "LOCK_NAME", "claiming"]
 
 LOCK_NAME = ".ignite_seg.lock"
 #: Attempts to take a lock someone holds (a :meth:`FolderLock.holder` probe holds it briefly).
 LOCK_TRIES = 5
 LOCK_RETRY_S = 0.02
+#: How long a claim waits for another claim of a folder of the same parent (an archive) to end.
+CLAIM_WAIT_S = 60.0
+#: The lock file is opened without following a link (a link could lead outside the run folder).
+_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: How every lock record of ours begins (a half-written one is a prefix of a record).
+_RECORD_START = b'{"pid": '
 #: Descriptors of the locks this process holds; a forked child closes its copies (see below).
 _HELD: set[int] = set()
 
@@ -67,9 +76,11 @@ class FolderLock:
     def holder(folder: Path) -> dict[str, Any] | None:
         """The live holder of ``folder``'s lock, or ``None`` when unlocked or stale."""
         try:
-            fd = os.open(folder / LOCK_NAME, os.O_RDONLY)
+            fd = os.open(folder / LOCK_NAME, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise _open_error(folder, exc) from None
         try:
             if not _try_flock(fd, fcntl.LOCK_SH):
                 return _read_info(fd) or {"pid": None, "host": None}
@@ -82,6 +93,12 @@ class FolderLock:
     def acquire(self) -> None:
         """Take the lock, or raise :class:`FolderLockedError` naming the live holder."""
         fd = self._locked_fd()
+        if not _ours(os.pread(fd, 4096, 0)):
+            os.close(fd)
+            raise FolderError(
+                f"{str(self.path)!r} is not a lock file of ignite_seg (it holds something else), so ignite_seg "
+                "will not overwrite or delete it. Move it out of the folder, or use another folder."
+            )
         previous = _read_info(fd)
         if previous is not None and _legacy_live(previous):
             os.close(fd)
@@ -101,7 +118,10 @@ class FolderLock:
     def _locked_fd(self) -> int:
         """An open descriptor of the lock file, flocked by us; the file is the one at ``path``."""
         for attempt in range(LOCK_TRIES):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, _OPEN_FLAGS, 0o644)
+            except OSError as exc:
+                raise _open_error(self.path.parent, exc) from None
             if not _try_flock(fd, fcntl.LOCK_EX):
                 info = _read_info(fd)
                 os.close(fd)
@@ -121,6 +141,13 @@ class FolderLock:
             f"(lock file {str(self.path)!r}). Wait for it to finish, or use another folder."
         )
 
+    def close(self) -> None:
+        """Drop the lock without touching any file (its folder was moved away)."""
+        if self._fd is not None:
+            _HELD.discard(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
     def release(self) -> None:
         """Remove the lock file and drop the lock (removing first: a waiting acquirer retries)."""
         if self._fd is None:
@@ -134,6 +161,57 @@ class FolderLock:
             _HELD.discard(self._fd)
             os.close(self._fd)
             self._fd = None
+
+
+@contextlib.contextmanager
+def claiming(folder: Path, wait_s: float = CLAIM_WAIT_S) -> Iterator[None]:
+    """One claim (check, archive, lock) of ``folder`` at a time: an exclusive ``flock`` on its parent.
+
+    The lock of a run folder lives in the folder, so it cannot cover the moment a fresh run looks
+    at an old run and moves it to the history: a second fresh run would lock the new folder the
+    first is about to make, or archive the first's. The parent folder's own descriptor is a lock
+    no user file can be (nothing is written there) and it outlives the archive's rename; it is held
+    for the claim only (milliseconds; an archive across filesystems: its copy), and siblings
+    claimed at the same moment wait for each other. ``flock`` on a folder is Linux's and BSD's;
+    where it is refused the claim goes on without it, as before.
+    """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    _HELD.add(fd)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise FolderLockedError(
+                        f"folder {str(folder)!r}: another process has been claiming a folder of "
+                        f"{str(folder.parent)!r} for {wait_s:.0f} s. Wait for it to finish, or use another folder."
+                    ) from None
+                time.sleep(LOCK_RETRY_S)
+            except OSError:  # a filesystem without flock on folders: claim without it
+                break
+        yield
+    finally:
+        _HELD.discard(fd)
+        os.close(fd)  # drops the flock
+
+
+def _open_error(folder: Path, exc: OSError) -> Exception:
+    """The lock file could not be opened: a link (never followed) names itself; others name the file."""
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return link_error(folder, folder / LOCK_NAME)
+    return FolderError(
+        f"cannot take the lock of folder {str(folder)!r}: opening {str(folder / LOCK_NAME)!r} failed "
+        f"({exc.strerror or exc}). Pass a folder you can write to (a run or an analysis writes into it)."
+    )
+
+
+def _ours(raw: bytes) -> bool:
+    """Whether the lock file's bytes are a record of ours, a half-written one, or nothing."""
+    return raw.startswith(_RECORD_START) or _RECORD_START.startswith(raw)
 
 
 def _try_flock(fd: int, kind: int) -> bool:

@@ -17,13 +17,15 @@ import logging
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Literal, get_args
 
 import numpy as np
 
 from ..exceptions import ConfigTypeError, FolderError
-from .atomic import atomic_write_bytes, is_temporary, read_json, write_json, write_npz
+from .atomic import atomic_write_bytes, is_temporary, named_damage, read_json, write_json, write_npz
+from .contained import mkdir_inside, replace_inside, unlink_inside
 from .folder_lock import LOCK_NAME
 from .result_keys import TRIAL_FILES, StopRecord
 
@@ -120,12 +122,19 @@ def has_content(folder: Path) -> bool:
 
 
 def check_replaceable(folder: Path) -> None:
-    """Refuse to archive a non-empty folder that is not an ignite_seg run (nothing is moved)."""
-    if has_content(folder) and not (folder / RUN_JSON).is_file():
+    """Refuse to archive a non-empty folder that is not an ignite_seg run (nothing is moved).
+
+    A run is a folder whose run.json is a valid record of ignite_seg's (:meth:`RunFolder.read_run`,
+    the rule a continuation applies too): a foreign or unreadable run.json is no run."""
+    if not has_content(folder):
+        return
+    try:
+        RunFolder(folder).read_run()
+    except FolderError as exc:
         raise FolderError(
-            f"folder={str(folder)!r} is not empty and is not an ignite_seg run folder (no run.json), so "
+            f"folder={str(folder)!r} is not empty and is not an ignite_seg run folder ({exc}), so "
             "ignite_seg will not move it aside. Pass an empty or new folder, or a previous run's folder."
-        )
+        ) from None
 
 
 def archive_folder(folder: Path, history_folder: Path) -> Path:
@@ -198,7 +207,7 @@ class RunFolder:
     def read_run(self) -> dict[str, Any]:
         try:
             data = read_json(self.run_json)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise FolderError(
                 f"{str(self.path)!r} is not an ignite_seg run folder (no run.json). Pass the folder "
                 "given to ignite_seg.train(folder=...)."
@@ -217,7 +226,7 @@ class RunFolder:
     def write_trial(self, outcome: Any) -> dict[str, Any]:
         """Write one trial's files, ``result.json`` last; return the result record."""
         d = self.trial(outcome.trial_id)
-        d.mkdir(parents=True, exist_ok=True)
+        mkdir_inside(d)
         if outcome.model_init:
             atomic_write_bytes(d / "model_init.pt", outcome.model_init)
         if outcome.model:
@@ -256,7 +265,7 @@ class RunFolder:
         if getattr(outcome, "devices", ()):  # the processes that trained it, and the device of each
             result.update(processes=outcome.processes, devices=list(outcome.devices))
         write_json(d / "result.json", result)
-        (d / CHECKPOINT_NAME).unlink(missing_ok=True)  # the trial is finished: it never resumes
+        unlink_inside(d / CHECKPOINT_NAME)  # the trial is finished: it never resumes
         return result
 
     def trial_ids(self) -> list[int]:
@@ -274,23 +283,28 @@ class RunFolder:
             return None
         if data.get("status") == "completed":
             d = self.trial(trial_id)
-            if not ((d / "model.pt").is_file() and (d / "throughtime.npz").is_file()):
+            if not ((d / "model.pt").is_file() and (d / "throughtime.npz").is_file()) or damaged_file(d):
                 return None
         return data  # type: ignore[no-any-return]
 
     def set_aside_corrupt_results(self) -> list[int]:
         """Rename each unreadable ``result.json`` to ``result.json.corrupt`` (never deleted); their ids.
 
-        Those trials count as unfinished, so a continuation runs them again.
+        A completed trial with a damaged file (:func:`damaged_file`, logged naming it) is set aside
+        the same way. Those trials count as unfinished, so a continuation runs them again.
         """
         moved = []
         for tid in self.trial_ids():
             path = self.trial(tid) / "result.json"
-            if path.is_file() and self.read_result(tid) is None and not _readable_record(path):
+            bad = damaged_file(self.trial(tid)) if path.is_file() and _readable_record(path) else None
+            if bad is not None:
+                logger.warning("trial %d: %s is damaged (%s); the trial is run again (its result.json kept as "
+                               "result.json.corrupt)", tid, self.trial(tid) / bad[0], bad[1])
+            if path.is_file() and self.read_result(tid) is None and (bad or not _readable_record(path)):
                 dest, k = path.with_name("result.json.corrupt"), 1
                 while dest.exists():
                     dest, k = path.with_name(f"result.json.corrupt.{k}"), k + 1
-                os.replace(path, dest)
+                replace_inside(path, dest)
                 moved.append(tid)
         return moved
 
@@ -301,8 +315,27 @@ class RunFolder:
                 yield tid, res
 
     def read_throughtime(self, trial_id: int) -> dict[str, np.ndarray]:
-        with np.load(self.trial(trial_id) / "throughtime.npz") as z:
+        path = self.trial(trial_id) / "throughtime.npz"
+        with named_damage(path), np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
+
+
+#: A completed trial's files that are zip archives (``torch.save``'s format, ``.npz``).
+ZIP_FILES = ("model.pt", "model_init.pt", "model_raw.pt", "model_best.pt", "throughtime.npz", "hidden.npz")
+
+
+def damaged_file(trial: Path) -> tuple[str, str] | None:
+    """The first of ``trial``'s zip files (weights, arrays) whose central directory does not read,
+    and why; ``None`` when every one present reads. Cheap: only each file's end is read."""
+    for name in ZIP_FILES:
+        try:
+            with zipfile.ZipFile(trial / name) as z:
+                z.infolist()
+        except FileNotFoundError:
+            continue
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+            return name, f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _write_user_file(trial: Path, name: str, blob: bytes) -> None:
@@ -310,7 +343,6 @@ def _write_user_file(trial: Path, name: str, blob: bytes) -> None:
     if ".." in Path(name).parts or Path(name).is_absolute() or name in TRIAL_FILES:
         logger.warning("not writing the handlers' file %r into %s: not a plain name of its own", name, trial)
         return
-    (trial / name).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(trial / name, blob)
 def _checkpoint_facts(report: Any) -> dict[str, Any]:
     """``result.json``'s record of a trial's mid-trial checkpoints: ``resumed_from_epoch`` when it

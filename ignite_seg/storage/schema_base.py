@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, TypeVar
 import numpy as np
 
 from ..exceptions import IgniteSegError
-from .atomic import write_npz
+from .atomic import named_damage, write_npz
 
 __all__ = ["SchemaError", "NpzRecord", "JsonSection", "check_keys", "optional", "absent_ok", "section"]
 
@@ -83,7 +83,7 @@ class NpzRecord:
     def read(cls: type[N], path: str | Path, *, strict: bool = False) -> N | None:
         """The record in ``path``, or ``None`` when the file does not exist."""
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with named_damage(Path(path)), np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         except FileNotFoundError:
             return None

@@ -22,6 +22,7 @@ from ..config.specs import LoaderSpec
 from ..engine.guard_run import GuardResult
 from ..engine.sweeps import BatchRunResult, LRSweepResult
 from ..storage.atomic import write_npz
+from ..storage.contained import mkdir_inside
 
 __all__ = ["TASKS_DIR", "TaskStore", "task_digest"]
 
@@ -84,7 +85,7 @@ class TaskStore:
         """Keep ``result`` of ``task`` (not a failed one: that runs again on resume)."""
         if getattr(result, "status", "failed") == "failed" or type(result).__name__ not in _TYPES:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
+        mkdir_inside(self.folder)
         meta = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name not in ("key", "arrays")}
         meta["type"] = type(result).__name__
         arrays = {f"arrays/{k}": np.asarray(v) for k, v in (getattr(result, "arrays", None) or {}).items()}

@@ -31,6 +31,7 @@ from ..engine.sweeps import LRSweepResult, LRSweepTask, RecipeSpec, run_lr_sweep
 from ..exceptions import TuningError
 from ..runtime.tasks import TaskRunner
 from ..storage.atomic import write_json
+from ..storage.contained import mkdir_inside
 from ..storage.run_folder import RunFolder
 from ..storage.schemas import (
     BS_NPZ,
@@ -129,7 +130,7 @@ def _start(
     accuracy_style: AccuracyStyle, n_train: int, seed: int, device: str,
 ) -> TuneRun:
     """The held-out slice, the recipe every task shares, and ``misc.json`` started."""
-    rf.hparams.mkdir(parents=True, exist_ok=True)
+    mkdir_inside(rf.hparams)
     holdout = holdout_indices(n_train, settings, seed)
     recipe = RecipeSpec(
         model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], accuracy_style=accuracy_style,

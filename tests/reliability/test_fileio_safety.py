@@ -21,7 +21,7 @@ def test_cleanup_removes_only_ignite_seg_temporaries(tmp_path, monkeypatch):
         raise KeyboardInterrupt  # the writer dies between writing its temporary and the rename
 
     monkeypatch.setattr(fileio, "_before_replace_hooks", [killed])
-    monkeypatch.setattr(fileio.os, "unlink", lambda p: None)  # ... and leaves the temporary behind
+    monkeypatch.setattr(fileio.os, "unlink", lambda p, **kw: None)  # ... and leaves the temporary behind
     with pytest.raises(KeyboardInterrupt):
         fileio.write_json(tmp_path / "sub" / "run.json", {})
     monkeypatch.undo()
@@ -37,7 +37,7 @@ def test_the_folder_is_fsynced_after_the_rename(tmp_path, monkeypatch):
     real_fsync, real_replace = os.fsync, os.replace
     monkeypatch.setattr(fileio.os, "fsync", lambda fd: (events.append(("fsync", stat.S_ISDIR(os.fstat(fd).st_mode))),
                                                        real_fsync(fd))[1])
-    monkeypatch.setattr(fileio.os, "replace", lambda a, b: (events.append(("replace", None)), real_replace(a, b))[1])
+    monkeypatch.setattr(fileio.os, "replace", lambda a, b, **kw: (events.append(("replace", None)), real_replace(a, b, **kw))[1])
     fileio.write_json(tmp_path / "a.json", {"v": 1})
     assert events == [("fsync", False), ("replace", None), ("fsync", True)]
 

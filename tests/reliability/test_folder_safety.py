@@ -150,3 +150,39 @@ def test_run_json_takes_only_the_documented_states(tmp_path):
     with pytest.raises(ValueError, match="not a run state: 'done'"):
         RunFolder(tmp_path).write_run({"state": "done", "loaders": {}})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fresh_run_killed_before_its_plan_is_recovered_with_its_requested_trials(tmp_path):
+    """Issue 26, item 6: the first write (run.json, state running) lands, the kill comes before the
+    plan; the documented recovery (is_continuation=True, trials=0) runs the 3 trials asked for."""
+    folder = str(tmp_path / "current")
+    assert run_driver({"folder": folder, "trials": 3}, kill_at=2).returncode == -9
+    run = json.loads(Path(folder, "run.json").read_text())
+    assert run["state"] == "running" and not run.get("planned_trials")
+    done = run_driver({"folder": folder, "trials": 0, "continuation": True})
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = sorted(json.loads(p.read_text())["status"] for p in Path(folder, "trials").glob("*/result.json"))
+    assert results == ["completed"] * 3
+
+
+@pytest.mark.parametrize("record", ['{"project": "mine"}', "not json at all", "[1, 2]"])
+def test_a_folder_with_a_foreign_run_json_is_no_run_and_is_left_in_place(tmp_path, record):
+    """Issue 26, item 4: a fresh run moved such a folder (with the user's keys) to the history."""
+    home = _home_like(tmp_path)
+    (home / "run.json").write_text(record)
+    before = _listing(tmp_path)
+    with pytest.raises(FolderError, match=r"not empty and is not an ignite_seg run folder"):
+        _train(home)
+    with pytest.raises(FolderError, match=r"not valid JSON|not written by ignite_seg"):
+        _train(home, is_continuation=True)
+    assert _listing(tmp_path) == before
+
+
+def test_a_users_own_lock_named_file_is_neither_overwritten_nor_deleted(tmp_path):
+    folder = tmp_path / "current"
+    folder.mkdir()
+    (folder / ".ignite_seg.lock").write_text("my notes\n")
+    with pytest.raises(FolderError, match=r"not a lock file of ignite_seg"):
+        _train(folder)
+    assert (folder / ".ignite_seg.lock").read_text() == "my notes\n"
+    assert sorted(p.name for p in folder.iterdir()) == [".ignite_seg.lock"]

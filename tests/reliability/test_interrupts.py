@@ -95,3 +95,34 @@ def test_sigkill_during_the_analysis_leaves_no_process(tmp_path):
         finally:
             proc.kill()
     _no_process_left(marker)
+
+
+def test_a_second_interrupt_exits_until_the_lock_is_released(tmp_path, monkeypatch):
+    """Issue 26, item 7: the double-interrupt handler covered the trials but not the cleanup after
+    them (the lock's release), where a second SIGINT ended the process by the signal (-2) instead of
+    the documented 130. The first interrupt is sent from inside the run; the handler in force while
+    the lock is released must be the one that exits with 130."""
+    import os
+
+    from helpers import CE, FAST_HP
+
+    import ignite_seg
+    from ignite_seg import api
+    from ignite_seg.runtime import workers
+    from ignite_seg.storage.folder_lock import FolderLock
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # the first interrupt, during the run
+        time.sleep(1)
+        raise AssertionError("the interrupt did not arrive")
+
+    seen = []
+    release = FolderLock.release
+    monkeypatch.setattr(api, "_hyperparameters", interrupted)
+    monkeypatch.setattr(FolderLock, "release", lambda self: (seen.append(signal.getsignal(signal.SIGINT)), release(self)))
+    with pytest.raises(KeyboardInterrupt):
+        ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE, folder=tmp_path / "run",
+                         hyperparameters=FAST_HP, analysis="none", allow_later_analysis_up_to="none", trials=1,
+                         cores=1, seed=0)
+    assert seen == [workers._exit_now]  # a second interrupt here exits with 130
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # and the caller gets its handler back

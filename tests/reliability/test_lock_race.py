@@ -118,3 +118,15 @@ def test_a_half_written_lock_file_is_live_while_its_writer_holds_it(tmp_path):
         holder.wait()
     with pytest.warns(UserWarning, match=r"stale lock .*\(unreadable\)"):
         FolderLock(tmp_path).acquire()
+
+
+def test_two_fresh_runs_on_one_run_folder_exactly_one_proceeds(tmp_path):
+    """Issue 26, item 2: the check and the archive of a fresh run happen under the claim's lock."""
+    from .fresh_race import archived, race
+
+    rounds = 30
+    results = race(tmp_path, rounds)
+    assert [sorted(o) for o in results] == [[1, 2]] * rounds  # one ok, one FolderLockedError, nothing else
+    runs = archived(tmp_path)
+    assert [run["by"] for run in runs] == ["old"] * rounds  # never the winner's live folder
+    assert sorted(run["round"] for run in runs) == list(range(rounds))
