@@ -35,9 +35,9 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -48,17 +48,17 @@ from ..config.hyperparameters import FixedHyperparameters, OptimizerName
 from ..config.specs import LoaderSpec
 from ..exceptions import CheckpointWriteError
 from ..runtime.workers import report_progress
-from ..storage.result_keys import BestRecord, Mode
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
 from .best import attach_best
-from .checkpoints import CheckpointPlan, CheckpointReport, attach_checkpoints
+from .checkpoints import attach_checkpoints
 from .ema import attach_ema
 from .epoch_log import EpochLog
 from .handlers import DivergenceStop
 from .models import as_model
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
 from .schedules import build_scheduler
-from .scoring import AccuracyStyle, Scorer
+from .scoring import Scorer
+from .trial_records import TrialOutcome, TrialTask
 from .user_handlers import HandlerContext, SnapshotEvaluator, attach_user_handlers, collect_output
 
 __all__ = [
@@ -72,77 +72,7 @@ SNAPSHOT_POINTS = 1024
 #: Points whose hidden representations are recorded for the analysis video.
 HIDDEN_POINTS = 256
 
-TrialStatus = Literal["completed", "diverged", "failed"]
 LossFn = Callable[[Any, Any], torch.Tensor]
-
-
-@dataclass(frozen=True)
-class TrialTask:
-    """Everything a worker needs to run one trial (picklable, sent to the worker)."""
-
-    trial_id: int
-    model: LoaderSpec
-    dataset: LoaderSpec
-    loss: LoaderSpec
-    hparams: FixedHyperparameters
-    accuracy_style: AccuracyStyle
-    seed: int
-    device: str = "auto"
-    snapshots_per_epoch: int = 10
-    record_hidden: bool = False
-    threads: int | None = None
-    #: custom ignite ``Metric``s by name, built in the worker
-    metrics: Mapping[str, LoaderSpec] = field(default_factory=dict)
-    #: keep the weights of the snapshot where this metric (``loss``, ``perf`` or a custom one) is best
-    best_metric: str | None = None
-    best_mode: Mode | None = None
-    val_only_metrics: tuple[str, ...] = ()  #: custom metrics measured on the validation sets only (NaN on train)
-    best_parts: tuple[str, ...] = ("val",)  #: the parts (``val``, ``val_<name>``) whose mean of best_metric is best
-    #: user handlers: specs that build ``attach(trainer, context)``, attached after ours
-    handlers: tuple[LoaderSpec, ...] = ()
-    #: mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`); ``None``: none written or read
-    checkpoints: CheckpointPlan | None = None
-    #: processes training this trial together (:mod:`~ignite_seg.engine.distributed` when > 1)
-    processes: int = 1
-    #: seconds a collective may wait for a lost process of the trial's group before the trial fails
-    collective_timeout: float = 300.0
-
-
-@dataclass
-class TrialOutcome:
-    """What a worker returns for one trial. ``status`` is completed, diverged or failed."""
-
-    trial_id: int
-    status: TrialStatus
-    seconds: float
-    started_at: float
-    pid: int
-    metrics: dict[str, float] = field(default_factory=dict)
-    throughtime: dict[str, np.ndarray] = field(default_factory=dict)
-    hidden: dict[str, np.ndarray] = field(default_factory=dict)
-    model_init: bytes = b""
-    model: bytes = b""
-    #: the raw weights when ``model`` holds their EMA (``ema_decay``), else empty
-    model_raw: bytes = b""
-    error: str | None = None
-    diverged_iteration: int | None = None
-    peak_rss_mib: float | None = None
-    #: the validation sets' names, the primary one first (recorded as ``*_val``, the others ``*_val_<name>``)
-    val_names: tuple[str, ...] = ()
-    #: the custom metrics' names (recorded as ``metric_<name>_<part>``)
-    metric_names: tuple[str, ...] = ()
-    #: the best snapshot's weights and where they were taken (``best_metric``), else empty / ``None``
-    model_best: bytes = b""
-    best: BestRecord | None = None
-    #: the fractional epoch a user handler stopped the trial at; ``None`` when it ran to the end
-    stopped_epoch: float | None = None
-    #: the user handlers' files (``context.output_dir``) by relative path, for ``trials/<i>/``
-    files: dict[str, bytes] = field(default_factory=dict)
-    #: what the mid-trial checkpoints did (resumed from an epoch, off and why, a file refused)
-    checkpoints: CheckpointReport = field(default_factory=CheckpointReport)
-    #: how many processes trained the trial, and the device of each (rank order)
-    processes: int = 1
-    devices: tuple[str, ...] = ()
 
 
 @dataclass
