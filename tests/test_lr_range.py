@@ -130,7 +130,8 @@ def test_immediate_divergence_raises_and_says_lower_lr_start():
     lrs = geometric_lrs(1e-4, 10.0, 100)
     loss = np.full(100, np.nan)
     loss[:3] = [1.0, 5.0, 50.0]
-    with pytest.raises(TuningError, match="lower lr_start"):
+    with pytest.raises(TuningError, match=r"lower lr_start .*e\.g\. hyperparameters=dataclasses\.replace\("
+                                          r"ignite_seg\.get_preset\('fast'\), lr_start=1e-06\)"):
         choose_lr_range(lrs, loss[None, :], RangeRule(window=1))
 
 
@@ -138,7 +139,8 @@ def test_flat_curve_raises_tuning_error():
     lrs = geometric_lrs(1e-4, 10.0, 200)
     rng = np.random.default_rng(1)
     flat = 1.0 + rng.normal(0, 0.002, size=(2, 200))
-    with pytest.raises(TuningError, match="did not improve"):
+    with pytest.raises(TuningError, match=r"did not improve.*e\.g\. hyperparameters=dataclasses\.replace\("
+                                          r"ignite_seg\.get_preset\('fast'\), lr_start=1e-05, lr_end=100, "):
         choose_lr_range(lrs, flat, RangeRule(window=9))
 
 

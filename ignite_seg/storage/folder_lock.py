@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import socket
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -107,7 +108,7 @@ class FolderLock:
             who = f"pid {previous.get('pid')} on {previous.get('host')!r}" if previous else "unreadable"
             warnings.warn(
                 f"taking over the stale lock {str(self.path)!r} left by a process that is gone ({who})",
-                stacklevel=3,
+                stacklevel=_callers_level(),
             )
         info = {"pid": os.getpid(), "host": socket.gethostname(), "created": time.time()}
         os.ftruncate(fd, 0)
@@ -250,3 +251,15 @@ def _legacy_live(info: dict[str, Any]) -> bool:
         return bool(psutil.Process(pid).create_time() <= float(info.get("created", 0)) + 1)
     except (psutil.Error, TypeError, ValueError):
         return False
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside ignite_seg and contextlib (the user's call), for a
+    warning raised from this module's caller: through ``train()``'s context managers a fixed level
+    pointed into contextlib."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    skipped = (package + os.sep, os.path.abspath(contextlib.__file__))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    return level

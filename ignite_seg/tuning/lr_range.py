@@ -228,7 +228,8 @@ def choose_lr_range(
         at = lrs[min(n_valid, lrs.size - 1)]
         raise TuningError(
             f"the loss diverged almost at once (after {n_valid} of {lrs.size} points, lr ~ {at:.3g}); "
-            f"lower lr_start (now {lo_lr:.3g}) so that the sweep starts where training is stable."
+            f"lower lr_start (now {lo_lr:.3g}) so that the sweep starts where training is stable, e.g. "
+            f"hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), lr_start={lo_lr / 100:.3g})."
         )
     valid = mean[:n_valid]
     first, k_min = start_and_minimum(valid, rule.window)
@@ -244,7 +245,9 @@ def choose_lr_range(
         raise TuningError(
             f"the loss did not improve over the sweep lr {lo_lr:.3g} -> {hi_lr:.3g} (relative "
             f"improvement {improvement:.3g} < {rule.min_improvement}). Widen the sweep (raise lr_end or lower "
-            "lr_start), sweep for longer (lr_sweep_len), or check that the model can learn the data."
+            "lr_start), sweep for longer (lr_sweep_len), or check that the model can learn the data; e.g. "
+            f"hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), lr_start={lo_lr / 10:.3g}, "
+            f"lr_end={hi_lr * 10:.3g}, lr_sweep_len=12.0)."
         )
     x_lo, x_hi, hit_end = _interval(d, x, k, rule, x_stop)
     return LRRangeChoice(

@@ -191,7 +191,8 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
             f", pooled with the first sweep's {len(pooled)} repeat(s)" if pooled else "")
     else:
         lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
-        lr_how = f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})"
+        lr_how = (f"swept at batch size {b0}, the chosen one" if batch_size == b0
+                  else f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})")
     logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, lr_how)
     return lr_min, lr_max, lr_how
 

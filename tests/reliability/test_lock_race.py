@@ -100,8 +100,9 @@ def test_a_holder_killed_by_sigkill_leaves_a_lock_the_next_run_takes_over(tmp_pa
     holder.wait()
     assert FolderLock.holder(tmp_path) is None
     lock = FolderLock(tmp_path)
-    with pytest.warns(UserWarning, match=rf"stale lock .*\(pid {holder.pid} "):
+    with pytest.warns(UserWarning, match=rf"stale lock .*\(pid {holder.pid} ") as said:
         lock.acquire()
+    assert said[0].filename == __file__  # the warning points at the caller's line, not into ignite_seg
     assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == os.getpid()
     lock.release()
     assert not (tmp_path / LOCK_NAME).exists()
