@@ -238,9 +238,9 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         why = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in why]
         out.append(f"- **batch size**: {hp['batch_size']}" + (f" — {why[0]}" if why else ""))
     if "epochs" in hp:
-        epochs_why = info.evidence.get("epochs", ("",))[0]
-        out.append(f"- **schedule**: {schedule_line(hp)}"
-                   + (f" — {epochs_why}" if epochs_why and epochs_why[0].isdigit() else ""))
+        epochs_why = info.evidence.get("epochs", ("",))[0]  # "21 epochs: about ..." when it says how
+        why = re.sub(r"^\d+ epochs: ", "", epochs_why) if re.match(r"^\d+ epochs: ", epochs_why) else ""
+        out.append(f"- **schedule**: {schedule_line(hp)}" + (f" — {why}" if why else ""))
     out += _guard_lines(info.misc)
     s = info.stats["final_perf_val"]
     label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"

@@ -157,7 +157,8 @@ def test_the_first_screen_says_how_the_lr_range_and_the_epochs_were_reached():
     why = ("21 epochs: about 30,000 examples per trial (train_examples) / 1,437 training items = 20.9, kept within "
            "[min_epochs, max_epochs] = [5, 100]")
     assert info.evidence["epochs"] == (why,)
-    assert any(line.startswith("- **schedule**: ") and line.endswith(" — " + why) for line in lines)
+    assert any(line.startswith("- **schedule**: ") and line.endswith("; 21 epochs — " + why.split(": ", 1)[1])
+               for line in lines)
     fixed = _info(run={**RUN, "hyperparameters": {"kind": "fixed"}}, misc=misc, lr=None, bs=None, bs_sampled=None)
     assert "- **learning rate**: cycles between 0.003 and 0.05 (fixed)" in decision_lines(fixed)
 
