@@ -120,3 +120,24 @@ def wait_until(condition, limit: float, what: str, poll: float = 0.1) -> None:
     while not condition():
         assert time.time() < deadline, f"timed out waiting for {what}"
         time.sleep(poll)
+
+
+#: A small 2-trial run that tests of damaged and linked folders copy (trained once per test module).
+MLP = ("tasks", "mlp", (), {})
+BLOBS = ("tasks", "blobs", (), {})
+
+
+def small_run_kwargs() -> dict:
+    from helpers import FAST_HP
+
+    return dict(hyperparameters=FAST_HP, analysis="none", allow_later_analysis_up_to="none", cores=1, seed=0)
+
+
+def train_small_run(folder: Path) -> Path:
+    """A complete 2-trial run into ``folder``."""
+    from helpers import CE
+
+    import ignite_seg
+
+    ignite_seg.train(MLP, BLOBS, CE, folder=folder, trials=2, trials_strict=True, **small_run_kwargs())
+    return folder

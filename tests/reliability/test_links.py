@@ -9,24 +9,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import CE, FAST_HP
+from helpers import CE
 
 import ignite_seg
 from ignite_seg import FolderError
 from ignite_seg.storage.atomic import atomic_write_bytes
 from ignite_seg.storage.contained import contained
 
-MLP = ("tasks", "mlp", (), {})
-BLOBS = ("tasks", "blobs", (), {})
-KW = dict(hyperparameters=FAST_HP, analysis="none", allow_later_analysis_up_to="none", cores=1, seed=0)
+from .harness import BLOBS, MLP, small_run_kwargs, train_small_run
+
+KW = small_run_kwargs()
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
     """A complete 2-trial run, copied by each test."""
-    folder = tmp_path_factory.mktemp("run") / "current"
-    ignite_seg.train(MLP, BLOBS, CE, folder=folder, trials=2, trials_strict=True, **KW)
-    return folder
+    return train_small_run(tmp_path_factory.mktemp("run") / "current")
 
 
 def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
