@@ -234,9 +234,9 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         how = info.lr_how if info.hp_kind != "fixed" and info.lr_how else None
         out.append(f"- **learning rate**: {span} ({info.hp_kind}{f': {how}' if how else ''})")
     if "batch_size" in hp:
-        why = [e for e in info.evidence.get("batch_size", ()) if e.startswith(("chosen", "given"))]
-        why = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in why]
-        out.append(f"- **batch size**: {hp['batch_size']}" + (f" — {why[0]}" if why else ""))
+        given = [e for e in info.evidence.get("batch_size", ()) if e.startswith(("chosen", "given"))]
+        given = [re.sub(rf"^chosen: {hp['batch_size']} \((.*)\)$", r"\1", w) for w in given]
+        out.append(f"- **batch size**: {hp['batch_size']}" + (f" — {given[0]}" if given else ""))
     if "epochs" in hp:
         epochs_why = info.evidence.get("epochs", ("",))[0]  # "21 epochs: about ..." when it says how
         why = re.sub(r"^\d+ epochs: ", "", epochs_why) if re.match(r"^\d+ epochs: ", epochs_why) else ""

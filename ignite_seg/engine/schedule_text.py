@@ -2,6 +2,7 @@
 
 The numbers come from the trainer's own scheduler (:func:`ignite_seg.engine.schedules.simulate_lrs`),
 so the sentence stays true to whatever :mod:`ignite_seg.engine.schedules` maps ``[lr_start, lr_end]`` to.
+Importing this module imports no torch (the analysis imports it; a reanalysis with nothing to do needs none).
 """
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
-from .schedules import ONE_CYCLE_FINAL_DIV, simulate_lrs, warmup_steps
 
 __all__ = ["describe_schedule", "as_recipe"]
 
@@ -37,28 +37,32 @@ def describe_schedule(hp: FixedHyperparameters | Mapping[str, Any]) -> str:
         'triangular cycles between 0.01 and 0.1, 2 cycles of 4 epochs; 8 epochs'
     """
     h = as_recipe(hp)
+    warm = f"linear warmup from 0 over {_warmup_span(h)}, then " if h.warmup_epochs > 0 or h.warmup_steps > 0 else ""
+    if h.schedule == "noam":  # its own warmup: linear up to the peak over W steps, then peak * sqrt(W / k)
+        return f"noam: linear up to {_g(h.lr_end)} over W = {_warmup_span(h)}, then {_g(h.lr_end)} · sqrt(W / k); " \
+               f"{h.epochs} epochs"
+    if h.schedule == "triangular":  # its closed form: no simulation (and no torch) needed
+        n = h.epochs / h.cycle_size_epochs
+        what = (f"triangular cycles between {_g(h.lr_start)} and {_g(h.lr_end)}, {_g(n)} cycle{'' if n == 1 else 's'} "
+                f"of {_g(h.cycle_size_epochs)} epochs")
+        return f"{warm}{what}; {h.epochs} epochs"
+    first, peak, last = _simulated_points(h)
+    what = {"one-cycle": f"one-cycle: up from {first} to {peak}, then down to {last}",
+            "cosine": f"cosine decay from {first} to {last}",
+            "inv-sqrt": f"inverse-square-root decay from {first} to {last}"}.get(h.schedule, f"constant at {first}")
+    return f"{warm}{what}; {h.epochs} epochs"
+
+
+def _simulated_points(h: FixedHyperparameters) -> tuple[str, str, str]:
+    """The schedule's first, peak and last LR after any warmup, read off the trainer's own scheduler."""
+    from .schedules import ONE_CYCLE_FINAL_DIV, simulate_lrs, warmup_steps  # torch: only for these schedules
+
     lrs = simulate_lrs(h, STEPS_PER_EPOCH)
     w = warmup_steps(h, STEPS_PER_EPOCH) if h.warmup_epochs > 0 or h.warmup_steps > 0 else 0
     body = lrs[max(w - 1, 0):]  # step w - 1 is the schedule's first
     nominal = (h.lr_start, h.lr_end, h.lr_start / ONE_CYCLE_FINAL_DIV)
     first, peak, last = (_g(_snap(float(v), nominal)) for v in (body[0], np.max(body), body[-1]))
-    if h.schedule == "triangular":
-        n = h.epochs / h.cycle_size_epochs
-        what = (f"triangular cycles between {_g(h.lr_start)} and {_g(h.lr_end)}, {_g(n)} cycle{'' if n == 1 else 's'} "
-                f"of {_g(h.cycle_size_epochs)} epochs")
-    elif h.schedule == "one-cycle":
-        what = f"one-cycle: up from {first} to {peak}, then down to {last}"
-    elif h.schedule == "cosine":
-        what = f"cosine decay from {first} to {last}"
-    elif h.schedule == "noam":  # its own warmup: linear up to the peak over W steps, then peak * sqrt(W / k)
-        return f"noam: linear up to {_g(h.lr_end)} over W = {_warmup_span(h)}, then {_g(h.lr_end)} · sqrt(W / k); " \
-               f"{h.epochs} epochs"
-    elif h.schedule == "inv-sqrt":
-        what = f"inverse-square-root decay from {first} to {last}"
-    else:
-        what = f"constant at {first}"
-    warm = f"linear warmup from 0 over {_warmup_span(h)}, then " if w else ""
-    return f"{warm}{what}; {h.epochs} epochs"
+    return first, peak, last
 
 
 def _warmup_span(h: FixedHyperparameters) -> str:
