@@ -92,7 +92,7 @@ def test_a_handler_spec_building_no_callable_fails_the_trial():
     ("handler_tasks.csv_logger", ConfigTypeError, "handlers must be a list"),
     ([("handler_tasks", "no_such_handler", (), {})], ConfigError, "cannot be imported here"),
     ([("no_such_module_xyz", "h", (), {})], ConfigError, "cannot be imported here"),
-    ([42], ConfigTypeError, "handlers[0] must be a loader tuple"),
+    ([42], ConfigTypeError, "handlers[0] must be a loader: a 4-tuple (module, attrname, args, kwargs) or a picklable callable, e.g. ('mytask', 'make_it', (), {})"),
 ])
 def test_bad_handler_specs_are_refused_before_anything_runs(run_kwargs, handlers, error, needle):
     with pytest.raises(error) as info:

@@ -30,6 +30,8 @@ _EXAMPLES = {
     "dataset_loader": "('mytask', 'dataset', (), {}) or mytask.dataset",
     "loss_loader": "('torch.nn', 'CrossEntropyLoss', (), {}) or torch.nn.CrossEntropyLoss",
 }
+#: The example for any other spec (a handler, a metric): what builds it.
+_ANY_EXAMPLE = "('mytask', 'make_it', (), {}) or a top-level function mytask.make_it"
 
 #: Longest ``describe`` recorded in run.json (a summary for people; the fingerprint compares).
 DESCRIBE_MAX = 300
@@ -244,7 +246,7 @@ def normalize_spec(value: Any, argname: str) -> LoaderSpec:
     """
     if isinstance(value, LoaderSpec):
         return value
-    example = _EXAMPLES.get(argname, _EXAMPLES["model_loader"])
+    example = _EXAMPLES.get(argname, _ANY_EXAMPLE)
     if _is_built_module(value):
         raise ConfigTypeError(
             f"{argname} is a built {type(value).__name__} (a torch.nn.Module instance); pass what builds it: "
@@ -286,7 +288,7 @@ def _summary(value: Any) -> str:
 def _from_tuple(value: tuple[Any, ...] | list[Any], argname: str) -> LoaderSpec:
     if len(value) != 4:
         raise ConfigTypeError(
-            f"{argname} must be a 4-tuple {_FORM}, e.g. {_EXAMPLES.get(argname, _EXAMPLES['model_loader'])}; got "
+            f"{argname} must be a 4-tuple {_FORM}, e.g. {_EXAMPLES.get(argname, _ANY_EXAMPLE)}; got "
             f"{len(value)} items: {tuple(value)!r}."
         )
     module, attr, args, kwargs = value
