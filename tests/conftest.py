@@ -7,9 +7,10 @@ import ignite_seg
 
 #: The slow part of the suite, run by CI and by ``pytest --all`` (or ``pytest -m slow`` alone): fault
 #: injection (kills at every point, timeouts, crash recovery) and trials on several processes. Each
-#: starts and kills many real processes; together they were about 60% of the suite's time.
+#: starts and kills many real processes; together they were about 60% of the suite's time. The
+#: ignite-simple example shapes (whole scripts, sweeps of several points) too.
 SLOW = ("tests/reliability/", "tests/test_distributed.py", "tests/test_distributed_resume.py",
-        "tests/test_checkpoints.py", "tests/test_real_data.py")
+        "tests/test_checkpoints.py", "tests/test_real_data.py", "tests/test_compat_examples.py")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
