@@ -15,7 +15,10 @@ The whole runs' CPU times (``time.process_time``, best of the repeats) are print
 * ``loader``: ``bench/real_data.py``'s plain loop over a ``DataLoader`` of a map-style digits
   dataset vs ``run_trial`` on that dataset (the DataLoader path);
 * ``features`` (issue 15): the tensor path with an EMA of the weights, linear warmup and the best
-  checkpoint by validation perf, in both (``bench/overhead.py --variant features``'s pair).
+  checkpoint by validation perf, in both (``bench/overhead.py --variant features``'s pair);
+* ``research`` (issue 30): ``features`` with two named validation sets (``clean``, ``noisy``), a custom
+  metric measured on the validation sets only (ignite's ``TopKCategoricalAccuracy(k=2)``; by hand in the
+  plain loop) and the best checkpoint by the mean val perf over both sets (``best_over="mean"``).
 
 ``--compare TREE`` runs this script alternately on this tree and on another checkout of the
 package (e.g. the commit before a change), one process per round, and prints both.
@@ -40,9 +43,10 @@ from common import DIGITS, ROOT, machine
 if os.environ.get("PER_STEP_TREE"):  # --compare: the package from the other checkout (common put this one first)
     sys.path.insert(0, os.environ["PER_STEP_TREE"])
 
-LOOPS = ("plain-tensor", "trial-tensor", "plain-loader", "trial-loader", "plain-features", "trial-features")
+LOOPS = ("plain-tensor", "trial-tensor", "plain-loader", "trial-loader", "plain-features", "trial-features",
+         "plain-research", "trial-research")
 #: The loops compared pairwise: trial-<path> against plain-<path>.
-PATHS = ("tensor", "loader", "features")
+PATHS = ("tensor", "loader", "features", "research")
 BATCH, PER_EPOCH = 32, 10
 
 
@@ -91,6 +95,10 @@ def _loops(epochs: int) -> dict[str, Callable[[list[float] | None], object]]:
     featured = dataclasses.replace(
         tensor_task, hparams=dataclasses.replace(hp, ema_decay=EMA_DECAY, warmup_epochs=WARMUP_EPOCHS),
         best_metric="perf", best_mode="max")
+    research = dataclasses.replace(  # issue 30's goal: every feature on
+        featured, dataset=normalize_spec(("overhead", "two_val_digits", (), {}), "d"),
+        metrics={"top2": normalize_spec(("ignite.metrics", "TopKCategoricalAccuracy", (), {"k": 2}), "m")},
+        val_only_metrics=("top2",), best_parts=("val", "val_noisy"))
     return {
         "plain-tensor": lambda s: plain_loop(epochs, BATCH, (0.05, 0.5), 8, 0, True, PER_EPOCH, stamps=s),
         "trial-tensor": lambda s: _stamped_trial(tensor_task, s),
@@ -99,6 +107,9 @@ def _loops(epochs: int) -> dict[str, Callable[[list[float] | None], object]]:
         "plain-features": lambda s: plain_loop(epochs, BATCH, (0.05, 0.5), 8, 0, True, PER_EPOCH, features=True,
                                                stamps=s),
         "trial-features": lambda s: _stamped_trial(featured, s),
+        "plain-research": lambda s: plain_loop(epochs, BATCH, (0.05, 0.5), 8, 0, True, PER_EPOCH, features=True,
+                                               stamps=s, research=True),
+        "trial-research": lambda s: _stamped_trial(research, s),
     }
 
 
