@@ -64,7 +64,8 @@ __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
 
 logger = logging.getLogger("ignite_seg")
 
-#: Modules every trial worker imports before its first task (the fork server imports them once).
+#: Modules every trial worker imports before its first task (the fork server, or this process
+#: when the workers are its forks, imports them once).
 #: ``torch._dynamo`` is imported by the first optimizer a process builds (~2.5 s here): preloaded,
 #: no worker pays it again.
 WORKER_PRELOAD = ("ignite_seg.engine.trainer", "torch._dynamo")
@@ -197,21 +198,23 @@ def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) 
     pool shared with other runs (a sweep's points), left open, instead of one of the call's own."""
     specs = [*cfg.specs.values(), *cfg.metric_specs.values(), *cfg.handler_specs]  # all built in the workers
     uses_main = any(refers_to_main(spec) for spec in specs)
-    check_main_guard(entry, uses_main and (cfg.executor is not None or start_method() != "fork"))  # forked: no import
+    method = _start_method(cfg, runner)
+    check_main_guard(entry, uses_main and method != "fork")  # a forked worker imports no script
     previous = check_continuation(cfg)  # reads the folder; nothing is written before this passed
     check_same_metrics(cfg, previous)
     cfg = settle(cfg, previous)
     # an unguarded script is not run again in the workers; a second interrupt while the first is
     # handled (workers stopped, the lock released) exits now
     with workers_skip_main(not uses_main), second_interrupt_exits():
-        facts = _probe(cfg)
+        facts = _probe(cfg, method)
         cfg = dataclasses.replace(cfg, best_parts=best_parts(cfg.best_over, facts["val_names"]))
         # archive an old run and take the lock
         with claimed(cfg.folder, cfg.history, fresh=previous is None) as rf, _on_interrupt(rf):
             run_info = {**run_record(cfg, previous, facts["val_names"]), "n_train": facts["n_train"]}  # the figure's steps
             rf.write_run(run_info)
             with contextlib.ExitStack() as stack:
-                runner = runner or stack.enter_context(TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD))
+                runner = runner or stack.enter_context(TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD,
+                                                                       method=method))
                 with failure_recorded(rf, run_info, "tuning"):
                     hp = _hyperparameters(rf, runner, cfg, facts)
                 run_info["planned_trials"] = plan_trials(rf, cfg, previous, cfg.trials_at_once)
@@ -269,9 +272,16 @@ def validate(
     )
 
 
-def _probe(cfg: RunConfig) -> Mapping[str, Any]:
-    if cfg.executor is None:
-        prestart(WORKER_PRELOAD)  # the fork server imports torch while this process checks the recipe
+def _start_method(cfg: RunConfig, runner: TaskRunner | None) -> str | None:
+    """How this call's default pool starts its workers (said in the log); ``None`` on the caller's executor."""
+    if runner is not None:
+        return runner.method
+    return None if cfg.executor is not None else start_method(announce=True)
+
+
+def _probe(cfg: RunConfig, method: str | None) -> Mapping[str, Any]:
+    if method == "forkserver":  # the fork server imports torch while this process checks the recipe
+        prestart(WORKER_PRELOAD, method)  # (forked workers get the imports of this process, after the check)
     logger.info("checking the recipe (model, dataset, loss) in this process")
     facts = probe_recipe(cfg.specs["model"], cfg.specs["dataset"], cfg.specs["loss"], cfg.accuracy_style)
     logger.info("recipe ok: %d training and %d validation items", facts["n_train"], facts["n_val"])

@@ -291,3 +291,111 @@ def test_fork_is_not_used_once_cuda_is_initialised(monkeypatch, caplog):
     assert [r.getMessage() for r in caplog.records].count(
         "IGNITE_SEG_START_METHOD=fork: CUDA is initialised in this process, and a forked worker cannot use it; "
         "starting workers from the fork server instead") == 1
+
+
+LINUX = ["fork", "spawn", "forkserver"]
+
+
+@pytest.mark.parametrize("wanted, available, platform, cuda, threads, method", [
+    (None, LINUX, "linux", False, [], "fork"),  # the default where it is safe
+    (None, LINUX, "linux", False, ["user-thread"], "forkserver"),  # a thread of the user's is alive
+    (None, LINUX, "linux", True, [], "forkserver"),  # CUDA initialised in the caller
+    (None, LINUX, "darwin", False, [], "forkserver"),  # fork only on Linux
+    (None, ["spawn"], "win32", False, [], "spawn"),  # no fork server
+    ("forkserver", LINUX, "linux", False, [], "forkserver"),  # the variable is obeyed...
+    ("spawn", LINUX, "linux", False, [], "spawn"),
+    ("fork", LINUX, "linux", False, ["user-thread"], "fork"),  # ...even with threads (the user's call)
+    ("fork", LINUX, "linux", True, [], "forkserver"),  # ...except fork with CUDA initialised
+    ("no-such-method", LINUX, "linux", False, [], "spawn"),
+])
+def test_the_start_method_from_known_facts(wanted, available, platform, cuda, threads, method):
+    from ignite_seg.runtime.workers import choose_start_method
+
+    choice = choose_start_method(wanted, available, platform, cuda, threads)
+    assert choice.method == method
+    if threads and wanted is None:
+        assert "1 other thread(s) run in this process ('user-thread')" in choice.reason
+    if cuda:
+        assert "CUDA is initialised" in choice.reason
+    if wanted is not None:
+        assert f"IGNITE_SEG_START_METHOD={wanted}" in choice.reason
+
+
+def test_other_threads_are_the_live_ones_but_tqdms_monitor(monkeypatch):
+    import threading
+
+    from ignite_seg.runtime import workers
+
+    monkeypatch.delenv("IGNITE_SEG_START_METHOD", raising=False)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="user-thread")
+    before = workers.other_threads()
+    thread.start()
+    try:
+        assert workers.other_threads() == [*before, "user-thread"]
+        assert workers.start_method() == "forkserver"
+    finally:
+        stop.set()
+        thread.join()
+    assert workers.other_threads() == before
+
+
+TRAIN_SCRIPT = '''
+import json, os, sys, threading
+sys.path.insert(0, {tests!r})
+import ignite_seg
+from helpers import CE, FAST_HP
+
+if {thread!r}:
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, name="user-thread", daemon=True).start()
+if __name__ == "__main__":
+    res = ignite_seg.train(("tasks", "mlp", (), {{}}), ("tasks", "blobs", (), {{}}), CE, folder={folder!r},
+                           hyperparameters=FAST_HP, analysis="none", allow_later_analysis_up_to="none", trials=2,
+                           cores=2, seed=0)
+    print("RESULT", json.dumps([os.getpid(), [t.status for t in res.trials]]))
+'''
+
+
+@pytest.mark.parametrize("how", ["default", "thread", "forkserver", "spawn"])
+def test_a_real_train_under_each_start_method(tmp_path, how, reference):
+    """The default forks the workers from a lone-threaded caller (they are its children, no fork
+    server); a live thread of the user's, or the variable, starts them from the fork server; the
+    log says which and why; every way gives the same trials."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "run.py"
+    script.write_text(TRAIN_SCRIPT.format(tests=str(Path(__file__).parent), thread=how == "thread",
+                                          folder=str(tmp_path / "run")))
+    env = {k: v for k, v in os.environ.items() if k != "IGNITE_SEG_START_METHOD"}
+    if how in ("forkserver", "spawn"):
+        env["IGNITE_SEG_START_METHOD"] = how
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    caller, statuses = json.loads(done.stdout.split("RESULT")[-1])
+    assert statuses == ["completed", "completed"]
+    said = {"default": "workers start by forking this process: Linux, no CUDA initialised and no other thread",
+            "thread": "workers start by the fork server: 1 other thread(s) run in this process ('user-thread')",
+            "forkserver": "workers start by the fork server: IGNITE_SEG_START_METHOD=forkserver",
+            "spawn": "workers start by spawning: IGNITE_SEG_START_METHOD=spawn"}[how]
+    assert said in done.stderr
+    pids = {json.loads((tmp_path / "run" / "trials" / str(i) / "result.json").read_text())["pid"] for i in range(2)}
+    assert caller not in pids
+    results = _load(tmp_path / "run" / "results.npz")
+    for key in ("final_loss_val", "final_perf_val", "final_loss_train"):
+        np.testing.assert_array_equal(results[key], reference[key])
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The same run from this process (whatever its start method), once for the module."""
+    from helpers import FAST_HP
+
+    folder = tmp_path_factory.mktemp("reference")
+    ignite_seg.train(MLP, BLOBS, CE, folder=folder / "current", history_folder=folder / "history",
+                     hyperparameters=FAST_HP, analysis="none", allow_later_analysis_up_to="none", trials=2, cores=2,
+                     seed=0)
+    return _load(folder / "current" / "results.npz")

@@ -1,9 +1,9 @@
 """Running tasks (LR sweeps, batch-size candidates, trials) on a ``concurrent.futures.Executor``.
 
 The default executor is one ``ProcessPoolExecutor`` of ``cores`` workers with one torch thread
-each, created once per ``train()`` and reused by every stage. Workers are forked from a fork
-server that imported the caller's ``preload`` modules once (see :func:`start_method`; spawn where
-there is no fork server). Any other ``Executor`` (``distributed.Client(...).get_executor()`` for
+each, created once per ``train()`` and reused by every stage. Workers are forked from the caller
+where that is safe, else from a fork server; either has imported the caller's ``preload`` modules
+once (see :func:`start_method`; spawn where there is no fork server). Any other ``Executor`` (``distributed.Client(...).get_executor()`` for
 Dask) is used as given.
 
 A worker that dies in the middle of a task (killed, out of memory, segfault) breaks a process
@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import signal
+import threading
 import time
 import traceback
 from collections import deque
@@ -36,6 +37,7 @@ from .workers import (
     driver_identity,
     init_trial_worker,
     kill_processes,
+    other_threads,
     prestart,
     start_method,
     warm_up,
@@ -134,16 +136,19 @@ class TaskRunner:
         executor: the caller's executor, used as given; ``None`` makes a local process pool.
         max_retries: retries of a task whose worker died.
         preload: modules each worker of the default pool imports before its first task (the
-            fork server imports them once for all workers).
+            fork server, or the caller forked, imports them once for all workers).
+        method: how the default pool starts its workers (default: :func:`start_method`), the
+            same for every pool of this runner (a restart after a worker died included).
     """
 
     def __init__(self, cores: int, executor: Executor | None = None, max_retries: int = 1,
-                 preload: Sequence[str] = ()) -> None:
+                 preload: Sequence[str] = (), method: str | None = None) -> None:
         self.cores = cores
         self.max_retries = max_retries
         self.preload = tuple(preload)
         self.owned = executor is None
-        self._ctx = multiprocessing.get_context(start_method())
+        self.method = (method or start_method(announce=True)) if self.owned else None
+        self._ctx = multiprocessing.get_context(self.method)
         self._queue: Any = None
         self._before: set[BaseProcess] = set()
         self._procs: dict[int, BaseProcess] = {}
@@ -151,13 +156,18 @@ class TaskRunner:
 
     # -- pool management -------------------------------------------------------------------
     def _new_pool(self) -> ProcessPoolExecutor:
-        prestart(self.preload)
+        prestart(self.preload, self.method)
+        if self.method == "fork" and other_threads():  # started since the choice (by a loader, say)
+            logger.warning("forking the workers from this process while other threads run in it (%s), "
+                           "started after the start method was chosen; set IGNITE_SEG_START_METHOD=forkserver "
+                           "if a run hangs", ", ".join(other_threads()[:5]))
         self._queue = self._ctx.SimpleQueue()
         self._forget_workers()
         self._before = set(multiprocessing.active_children())
+        by_main = threading.current_thread() is threading.main_thread()  # the workers are started by this thread
         pool = ProcessPoolExecutor(
             max_workers=self.cores, mp_context=self._ctx, initializer=init_trial_worker,
-            initargs=(1, self._queue, driver_identity(), self.preload),
+            initargs=(1, self._queue, driver_identity(), self.preload, by_main),
         )
         for _ in range(self.cores):  # spawn every worker now; they import torch in parallel
             pool.submit(warm_up)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequ
 import psutil
 
 __all__ = [
-    "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
+    "StartMethod", "choose_start_method", "other_threads", "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
     "second_interrupt_exits", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call", "die_with_parent",
     "TaskProgress", "report_progress", "PROGRESS_EVERY_S",
 ]
@@ -38,31 +38,84 @@ _warned_cuda = False
 LIVE_WORKERS: dict[int, BaseProcess] = {}
 
 
-def start_method() -> str:
-    """How the default pool starts its workers: ``forkserver`` where the platform has it (Linux,
-    macOS), else ``spawn``; ``IGNITE_SEG_START_METHOD`` (``forkserver``, ``spawn`` or ``fork``) chooses.
+class StartMethod(NamedTuple):
+    """How the default pool starts its workers (``fork``, ``forkserver`` or ``spawn``) and why."""
 
-    ``forkserver`` and ``spawn`` start workers from a clean, single-threaded process. The fork
-    server imports the preload modules once; each worker is then a ``fork`` of it (milliseconds)
-    instead of a fresh interpreter importing them (seconds), but the server's own imports are paid
-    once per process (3-4 s on a small machine). ``fork`` (opt-in) forks the workers from the
-    calling process, which already has torch imported: the first trial starts seconds sooner. It is
-    safe here because every worker of the default pool sets one torch thread before any tensor op
-    (a process forked after an OpenMP parallel region deadlocks in its first parallel region of
-    two threads or more), but not with CUDA already initialised in the caller: then the fork server
-    is used, with a warning.
+    method: str
+    reason: str
+
+
+def choose_start_method(wanted: str | None, available: Sequence[str], platform: str, cuda_initialized: bool,
+                        other_threads: Sequence[str]) -> StartMethod:
+    """The start method of the default pool, from the facts of the calling process (pure).
+
+    ``wanted``: ``IGNITE_SEG_START_METHOD`` (``None``: unset); ``available``: this platform's
+    methods; ``other_threads``: names of the caller's threads other than the calling one (tqdm's
+    monitor left out, see :func:`other_threads`).
+
+    Unset, workers are forked from the caller when that is safe: on Linux, with CUDA not
+    initialised in the caller (a forked child cannot use it), and with no other thread running (a
+    thread that holds a lock at the fork leaves it locked forever in the child). Torch's intra-op
+    threads are not Python threads: a process forked after an OpenMP parallel region of two
+    threads hangs in its next parallel region of two or more, so every worker sets one torch thread
+    before any tensor op. Otherwise the fork server (a clean, single-threaded process), or spawn
+    where there is none. A variable's value is obeyed, except ``fork`` with CUDA initialised.
     """
-    wanted = os.environ.get("IGNITE_SEG_START_METHOD", "forkserver")
-    if wanted not in multiprocessing.get_all_start_methods():
-        return "spawn"
-    if wanted == "fork" and _cuda_initialized():
+    server = "forkserver" if "forkserver" in available else "spawn"
+    if wanted is not None:
+        if wanted not in available:
+            return StartMethod("spawn", f"IGNITE_SEG_START_METHOD={wanted} is not available here "
+                                        f"(this platform has {', '.join(available)})")
+        if wanted == "fork" and cuda_initialized:
+            return StartMethod(server, "IGNITE_SEG_START_METHOD=fork, but CUDA is initialised in this process "
+                                       "and a forked worker cannot use it")
+        return StartMethod(wanted, f"IGNITE_SEG_START_METHOD={wanted}")
+    if not platform.startswith("linux") or "fork" not in available:
+        return StartMethod(server, f"workers are forked from the caller only on Linux (this is {platform})")
+    if cuda_initialized:
+        return StartMethod(server, "CUDA is initialised in this process, and a forked worker cannot use it")
+    if other_threads:
+        shown = ", ".join(repr(n) for n in list(other_threads)[:5])
+        return StartMethod(server, f"{len(other_threads)} other thread(s) run in this process ({shown}); "
+                                   "forking it could leave a lock held in the workers")
+    return StartMethod("fork", "Linux, no CUDA initialised and no other thread in this process")
+
+
+def other_threads() -> list[str]:
+    """Names of this process's live threads other than the calling one; tqdm's monitor thread is
+    left out (it sleeps on an event and touches only tqdm's own lock, which workers never use)."""
+    try:
+        from tqdm import TMonitor
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        TMonitor = ()  # noqa: N806
+    me = threading.current_thread()
+    return [t.name for t in threading.enumerate() if t is not me and not isinstance(t, TMonitor)]
+
+
+def start_method(announce: bool = False) -> str:
+    """How the default pool starts its workers: :func:`choose_start_method` on this process's facts.
+
+    ``fork`` (the default where it is safe) forks the workers from the calling process, which has
+    torch imported already: the first task starts seconds sooner than from a fork server, which
+    imports torch and ignite once per process (3-4 s on a small machine). ``forkserver`` and
+    ``spawn`` start workers from a clean, single-threaded process. ``announce``: log the choice
+    and its reason (``train()`` does, once per call); ``IGNITE_SEG_START_METHOD=fork`` refused
+    because CUDA is initialised is a warning, once per process.
+    """
+    wanted, cuda = os.environ.get("IGNITE_SEG_START_METHOD"), _cuda_initialized()
+    choice = choose_start_method(wanted, multiprocessing.get_all_start_methods(), sys.platform, cuda, other_threads())
+    if wanted == "fork" and cuda:
         global _warned_cuda
         if not _warned_cuda:
             _warned_cuda = True
             logger.warning("IGNITE_SEG_START_METHOD=fork: CUDA is initialised in this process, and a forked "
                            "worker cannot use it; starting workers from the fork server instead")
-        return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    return wanted
+    elif announce:
+        logger.info("workers start by %s: %s", _METHOD_WORDS.get(choice.method, choice.method), choice.reason)
+    return choice.method
+
+
+_METHOD_WORDS = {"fork": "forking this process", "forkserver": "the fork server", "spawn": "spawning"}
 
 
 def _cuda_initialized() -> bool:
@@ -70,14 +123,21 @@ def _cuda_initialized() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
-def prestart(preload: Sequence[str] = ()) -> None:
-    """Start the fork server now, importing ``preload`` in the background; idempotent and cheap.
+def prestart(preload: Sequence[str] = (), method: str | None = None) -> None:
+    """Get ready to start workers by ``method`` (default: :func:`start_method`); idempotent.
 
-    Called by ``train()`` before it validates the recipe, so the imports overlap the validation.
-    No worker exists yet and no user code runs in the server. The preload list counts only for
-    the call that starts the server.
+    ``forkserver``: start the fork server now, importing ``preload`` in the background (called by
+    ``train()`` before it checks the recipe, so the imports overlap the check; the preload list
+    counts only for the call that starts the server). ``fork``: import ``preload`` in this
+    process, once, so that every worker forked from it has them (seconds each otherwise, e.g.
+    ``torch._dynamo``, which the first optimizer of a process imports). No user code runs here.
     """
-    if start_method() != "forkserver":
+    method = method or start_method()
+    if method == "fork":
+        for name in preload:
+            importlib.import_module(name)
+        return
+    if method != "forkserver":
         return
     from multiprocessing import forkserver
 
@@ -139,24 +199,30 @@ def die_with_parent() -> None:
         return
 
 
-def guard_worker(driver: tuple[int, float]) -> None:
+def guard_worker(driver: tuple[int, float], started_by_main_thread: bool = False) -> None:
     """Initialiser of every worker: ignore SIGINT (the driver stops its workers itself), die with
-    the parent process, and exit when the driver ``(pid, creation time)`` is gone."""
+    the parent process, and exit when the driver ``(pid, creation time)`` is gone.
+
+    ``started_by_main_thread``: the driver's main thread started this worker (``fork`` or
+    ``spawn`` from ``train()`` in the main thread), which lives as long as the driver, so the
+    parent-death signal is asked for here too.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
-    if parent != driver[0]:  # the fork server (one thread); a driver's thread may end before the run
+    if parent != driver[0] or started_by_main_thread:  # the fork server (one thread), or the driver's main thread
         die_with_parent()
     if not _alive(*driver):  # it died before the signal was asked for
         os._exit(3)
     threading.Thread(target=_watch_driver, args=(*driver, parent), name="ignite_seg-watchdog", daemon=True).start()
 
 
-def init_trial_worker(threads: int, started_queue: Any, driver: tuple[int, float], preload: Sequence[str] = ()) -> None:
+def init_trial_worker(threads: int, started_queue: Any, driver: tuple[int, float], preload: Sequence[str] = (),
+                      started_by_main_thread: bool = False) -> None:
     """Trial-pool initialiser: :func:`guard_worker`, one torch thread, the ``preload`` modules
-    (already there when the fork server imported them), and a queue on which each task announces
-    itself."""
+    (already there when the fork server or the forked caller imported them), and a queue on which
+    each task announces itself."""
     global _started_queue
-    guard_worker(driver)
+    guard_worker(driver, started_by_main_thread)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     import torch
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
+
 from .harness import assert_same_run, completed_trials, processes_with_marker, run_driver, writes_of
 
 
@@ -32,13 +34,15 @@ def test_killed_driver_leaks_no_worker_and_resumes(tmp_path):
     assert all(after[t]["digest"] == snap["digest"] for t, snap in before.items())
 
 
-def test_a_killed_driver_that_nobody_reaped_takes_its_fork_server_tracker_and_workers_along(tmp_path):
+@pytest.mark.parametrize("method", ["forkserver", "fork"])
+def test_a_killed_driver_that_nobody_reaped_takes_its_fork_server_tracker_and_workers_along(tmp_path, method):
     """Issue 26, item 3: the parent reads the driver's stdout to EOF before it reaps it (a zombie
     meanwhile). Every process of the run must end, and so the pipe reach EOF, by themselves: the
     old watch read a zombie's creation time as alive and the parent hung for minutes. The 2 s goal
-    is measured by ``python -m tests.reliability.zombie_kill 20`` (docs/reliability.md)."""
+    is measured by ``python -m tests.reliability.zombie_kill 20`` (docs/reliability.md). ``fork``:
+    the workers are the driver's own children (no fork server, no tracker)."""
     from .zombie_kill import one_kill
 
     for k in range(2):  # each kill starts a driver: seconds to tens of seconds on a loaded machine
-        gone, eof = one_kill(tmp_path / f"run{k}", limit=15.0)
+        gone, eof = one_kill(tmp_path / f"run{k}", limit=15.0, method=method)
         assert gone < 15.0 and eof < 15.0, f"kill {k}: a process of the run outlived its driver ({gone:.1f} s)"

@@ -5,7 +5,8 @@ Each round starts killrun.py (trials in the default worker pool) with its stdout
 resource tracker and a worker are up, SIGKILLs the driver and, without reaping it, measures how
 long any process of the run (by the marker in its environment; zombies count as gone) stays
 alive, then reads the pipe to its end (the parent that hung in the issue). The goal: nothing of
-ours alive 2 s after the kill. ``python -m tests.reliability.zombie_kill 20`` runs 20 rounds.
+ours alive 2 s after the kill. ``python -m tests.reliability.zombie_kill 20 [forkserver|fork]`` runs 20
+rounds with the workers started from the fork server (default) or forked from the driver.
 """
 from __future__ import annotations
 
@@ -24,10 +25,16 @@ from .harness import ROOT, SCRIPT, processes_with_marker
 GOAL_S = 2.0
 
 
-def one_kill(folder: Path, limit: float = 10.0) -> tuple[float, float]:
-    """Seconds until no process of the killed run is alive, and until its stdout pipe reached EOF."""
+#: The processes of a run up before the kill, by start method (killrun.py runs one worker): the
+#: driver, its worker, and the fork server and the resource tracker where the fork server starts it.
+PROCESSES = {"forkserver": 4, "fork": 2}
+
+
+def one_kill(folder: Path, limit: float = 10.0, method: str = "forkserver") -> tuple[float, float]:
+    """Seconds until no process of the killed run is alive, and until its stdout pipe reached EOF;
+    ``method``: how the run starts its workers (``forkserver``, or ``fork``: forks of the driver)."""
     marker = uuid.uuid4().hex
-    env = {**os.environ, "IGNITE_SEG_TEST_MARKER": marker,
+    env = {**os.environ, "IGNITE_SEG_TEST_MARKER": marker, "IGNITE_SEG_START_METHOD": method,
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
     env.pop("IGNITE_SEG_KILL_AT_WRITE", None)
     spec = {"pool": "process", "trials": 40, "folder": str(folder)}
@@ -36,7 +43,7 @@ def one_kill(folder: Path, limit: float = 10.0) -> tuple[float, float]:
                             stderr=err)
     try:
         deadline = time.monotonic() + 120
-        while len(processes_with_marker(marker)) < 4:  # driver, fork server, resource tracker, a worker
+        while len(processes_with_marker(marker)) < PROCESSES[method]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 err.seek(0)
                 raise RuntimeError(f"the driver ended (or never started its workers) before the kill: {err.read()[-2000:]}")
@@ -58,18 +65,18 @@ def one_kill(folder: Path, limit: float = 10.0) -> tuple[float, float]:
             os.kill(pid, signal.SIGKILL)
 
 
-def main(rounds: int) -> int:
+def main(rounds: int, method: str = "forkserver") -> int:
     times = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
-            times.append(one_kill(Path(tmp) / f"run{r}"))
+            times.append(one_kill(Path(tmp) / f"run{r}", method=method))
             print(f"kill {r + 1}: nothing alive after {times[-1][0]:.2f} s, pipe at EOF after {times[-1][1]:.2f} s",
                   flush=True)
     late = sum(gone > GOAL_S for gone, _ in times)
-    print(f"{rounds} kills: the last process of the run gone after at most {max(g for g, _ in times):.2f} s "
+    print(f"{rounds} kills ({method}): the last process of the run gone after at most {max(g for g, _ in times):.2f} s "
           f"(median {sorted(g for g, _ in times)[rounds // 2]:.2f} s); {late} over {GOAL_S} s")
     return 0 if late == 0 else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20))
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20, sys.argv[2] if len(sys.argv) > 2 else "forkserver"))
