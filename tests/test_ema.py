@@ -5,13 +5,13 @@ import dataclasses
 
 import pytest
 import torch
-from helpers import CE, FAST_HP
+from helpers import CE, FAST_HP, trial_task
 from tasks import blobs, mlp
 
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.engine.ema import attach_ema
 from ignite_seg.engine.scoring import Scorer
-from ignite_seg.engine.trainer import TrialTask, create_trainer, make_optimizer, run_trial
+from ignite_seg.engine.trainer import create_trainer, make_optimizer, run_trial
 
 
 def test_ema_weights_after_n_steps_equal_the_closed_form():
@@ -51,7 +51,7 @@ def test_a_trial_with_ema_evaluates_and_saves_the_average_and_keeps_the_raw_weig
     spec = {name: normalize_spec(s, name) for name, s in
             (("model", ("tasks", "mlp", (), {})), ("dataset", ("tasks", "blobs", (), {})), ("loss", CE))}
     hp = dataclasses.replace(FAST_HP, ema_decay=0.9, schedule="cosine", warmup_epochs=1.0)
-    task = TrialTask(0, spec["model"], spec["dataset"], spec["loss"], hp, "classification", seed=0, device="cpu")
+    task = trial_task(0, spec["model"], spec["dataset"], spec["loss"], hp, "classification", seed=0, device="cpu")
     out = run_trial(task)
     assert out.status == "completed", out.error
     assert out.model_raw and out.model != out.model_raw
