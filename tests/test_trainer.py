@@ -11,7 +11,7 @@ import torch
 from helpers import trial_task
 from tasks import blobs, blobs_list, mlp
 
-from ignite_seg.config.hyperparameters import FixedHyperparameters
+from ignite_seg.config.hyperparameters import FixedHyperparameters, OptimizerSpec
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.engine.batching import Batches, BatchSource, Data
 from ignite_seg.engine.scoring import Scorer
@@ -32,12 +32,12 @@ def spec(*recipe):
     return normalize_spec(recipe, "spec")
 
 
-def test_make_optimizer_takes_the_name_and_the_numbers_it_needs():
+def test_make_optimizer_takes_the_spec_and_uses_the_numbers_its_optimizer_needs():
     model = mlp()
-    sgd = make_optimizer(model, "sgd", lr=0.1, momentum=0.9, weight_decay=1e-4)
+    sgd = make_optimizer(model, OptimizerSpec(momentum=0.9, weight_decay=1e-4), lr=0.1)
     assert type(sgd) is torch.optim.SGD
     assert (sgd.defaults["lr"], sgd.defaults["momentum"], sgd.defaults["weight_decay"]) == (0.1, 0.9, 1e-4)
-    adamw = make_optimizer(model, "adamw", lr=0.01, weight_decay=0.5)
+    adamw = make_optimizer(model, OptimizerSpec(optimizer="adamw", weight_decay=0.5), lr=0.01)
     assert type(adamw) is torch.optim.AdamW and (adamw.defaults["lr"], adamw.defaults["weight_decay"]) == (0.01, 0.5)
 
 
@@ -48,7 +48,7 @@ def test_through_time_recorder_measures_with_its_scorer_at_the_snapshot_epochs()
     model, loss_fn, cpu = mlp(), torch.nn.CrossEntropyLoss(), torch.device("cpu")
     scorer = Scorer(loss_fn, "classification", prepare_batch=passthrough)
     batch = (x[:20], y[:20])
-    opt = make_optimizer(model, "sgd", lr=0.1)
+    opt = make_optimizer(model, OptimizerSpec(), lr=0.1)
     engine = create_trainer(model, opt, loss_fn, cpu)
     rec = ThroughTimeRecorder(scorer, model, {"train": [batch], "val": [batch]}, iters_per_epoch=6, epochs=2,
                               per_epoch=2)

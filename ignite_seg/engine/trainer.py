@@ -44,7 +44,7 @@ import torch
 from ignite.engine import Engine, Events
 from ignite.utils import manual_seed
 
-from ..config.hyperparameters import FixedHyperparameters, OptimizerName
+from ..config.hyperparameters import FixedHyperparameters, OptimizerSpec
 from ..config.specs import LoaderSpec
 from ..exceptions import CheckpointWriteError
 from ..runtime.workers import report_progress
@@ -119,15 +119,18 @@ def state_dict_bytes(model: torch.nn.Module) -> bytes:
     return buf.getvalue()
 
 
-def make_optimizer(
-    model: torch.nn.Module, optimizer: OptimizerName, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
-    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-) -> torch.optim.Optimizer:
-    """SGD (with ``momentum``) or AdamW (with ``betas``, ``eps``) over the model's parameters; each
-    ignores the other's options."""
-    if optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+def make_optimizer(model: torch.nn.Module, spec: OptimizerSpec, *, lr: float) -> torch.optim.Optimizer:
+    """``spec``'s optimizer over the model's parameters at learning rate ``lr``: SGD (with ``momentum``)
+    or AdamW (with ``betas``, ``eps``), each ignoring the other's options.
+
+    Example:
+        >>> make_optimizer(torch.nn.Linear(2, 1), OptimizerSpec(optimizer="adamw", eps=1e-6), lr=0.01).defaults["eps"]
+        1e-06
+    """
+    if spec.optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=spec.betas, eps=spec.eps,
+                                 weight_decay=spec.weight_decay)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=spec.momentum, weight_decay=spec.weight_decay)
 
 
 def create_trainer(
@@ -331,8 +334,7 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
     batches = placement.batches(sources.train, hp.batch_size, task.seed)
     iters_per_epoch = len(batches)
 
-    optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
-                               weight_decay=hp.weight_decay, betas=hp.betas, eps=hp.eps)
+    optimizer = make_optimizer(model, hp.optimizer_spec, lr=hp.lr_start)
     engine = placement.trainer(model, optimizer, loss_fn, device, hp, _training_prepare(recipe, sources.train, device))
     scheduler = build_scheduler(hp, iters_per_epoch, optimizer)
     engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
