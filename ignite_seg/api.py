@@ -51,6 +51,7 @@ logger = logging.getLogger("ignite_seg")
 #: no worker pays it again.
 WORKER_PRELOAD = ("ignite_seg.engine.trainer", "torch._dynamo")
 
+
 def trial_seed(base_seed: int, trial_id: int) -> int:
     """The seed of trial ``trial_id``: depends on the run's seed and the id only, not on workers."""
     return int(np.random.SeedSequence([base_seed, trial_id]).generate_state(1)[0])
