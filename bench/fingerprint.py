@@ -58,20 +58,20 @@ def _tasks(epochs: int) -> dict[str, Any]:
     import ignite_seg
     from ignite_seg.api import trial_seed
     from ignite_seg.config.specs import normalize_spec
-    from ignite_seg.engine.trainer import TrialTask
+    from ignite_seg.engine.trainer import TrialSetup, TrialTask
 
     hp = ignite_seg.FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=32, cycle_size_epochs=2, epochs=epochs)
     tasks = {}
     for k, (name, case) in enumerate(_cases().items()):
         model, dataset, loss = case.get("recipe", DIGITS)
         dataset = case.get("dataset", dataset)
-        tasks[name] = TrialTask(
-            trial_id=k, model=normalize_spec(model, "m"), dataset=normalize_spec(dataset, "d"),
-            loss=normalize_spec(loss, "l"), hparams=dataclasses.replace(hp, **case.get("hp", {})),
-            accuracy_style=case.get("style", "classification"), seed=trial_seed(0, k), device="cpu", threads=1,
-            record_hidden=case.get("record_hidden", False),
+        setup = TrialSetup(
+            model=normalize_spec(model, "m"), dataset=normalize_spec(dataset, "d"), loss=normalize_spec(loss, "l"),
+            accuracy_style=case.get("style", "classification"), device="cpu",
             metrics={m: normalize_spec(s, m) for m, s in case.get("metrics", {}).items()},
             best_metric=case.get("best_metric"), best_mode=case.get("best_mode"))
+        tasks[name] = TrialTask(trial_id=k, setup=setup, hparams=dataclasses.replace(hp, **case.get("hp", {})),
+                                seed=trial_seed(0, k), threads=1, record_hidden=case.get("record_hidden", False))
     return tasks
 
 

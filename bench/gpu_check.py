@@ -28,6 +28,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from common import DIGITS, machine
@@ -36,7 +37,7 @@ import ignite_seg
 from ignite_seg.api import trial_seed
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.engine.checkpoints import CheckpointPlan
-from ignite_seg.engine.trainer import TrialTask, run_trial
+from ignite_seg.engine.trainer import TrialSetup, TrialTask, run_trial
 
 HP = ignite_seg.FixedHyperparameters(lr_start=0.02, lr_end=0.3, batch_size=32, cycle_size_epochs=4, epochs=20)
 FAILED: list[str] = []
@@ -53,10 +54,11 @@ def report(name: str, ok: bool | None, detail: str) -> None:
         FAILED.append(name)
 
 
-def digits_task(trial_id: int, hp: ignite_seg.FixedHyperparameters, **kw: object) -> TrialTask:
+def digits_task(trial_id: int, hp: ignite_seg.FixedHyperparameters, threads: int | None = None, **kw: Any) -> TrialTask:
+    """A digits trial; ``kw`` are fields of its :class:`TrialSetup` (device, handlers, processes, ...)."""
     spec = {k: normalize_spec(v, k) for k, v in DIGITS.items()}
-    return TrialTask(trial_id, spec["model"], spec["dataset"], spec["loss"], hp, "classification",  # type: ignore[arg-type]
-                     seed=trial_seed(0, trial_id), **kw)  # type: ignore[arg-type]
+    setup = TrialSetup(spec["model"], spec["dataset"], spec["loss"], "classification", **kw)
+    return TrialTask(trial_id, setup, hp, seed=trial_seed(0, trial_id), threads=threads)
 
 
 def check_placement(hp: ignite_seg.FixedHyperparameters, device: str) -> None:
@@ -100,7 +102,7 @@ def check_resume(folder: Path, hp: ignite_seg.FixedHyperparameters, device: str)
     stop = normalize_spec(("gpu_check", "stop_once", (), {"marker": str(marker), "at_iteration": 4 * per_epoch + 5}),
                           "handlers")  # in epoch 5, after the checkpoint of epoch 4
     loss = normalize_spec(("gpu_check", "weighted_loss", (), {}), "loss")
-    task = dataclasses.replace(digits_task(0, hp, device=device, handlers=(stop,)), loss=loss)
+    task = digits_task(0, hp, device=device, handlers=(stop,), loss=loss)
     reference = run_trial(task)
     plan = CheckpointPlan(2, str(run), "gpu_check")
     marker.touch()

@@ -38,7 +38,7 @@ from common import DIGITS, machine
 import ignite_seg
 from ignite_seg.api import trial_seed
 from ignite_seg.config.specs import normalize_spec
-from ignite_seg.engine.trainer import TrialOutcome, TrialTask, run_trial
+from ignite_seg.engine.trainer import TrialOutcome, TrialSetup, TrialTask, run_trial
 
 EMA_DECAY = 0.99
 WARMUP_EPOCHS = 2.0
@@ -168,7 +168,7 @@ def features_variant(args: argparse.Namespace, hp: ignite_seg.FixedHyperparamete
     Both wall and CPU time (``time.process_time``) are kept: on a shared machine the CPU time is the
     steadier of the two."""
     featured = dataclasses.replace(task, hparams=dataclasses.replace(hp, ema_decay=EMA_DECAY, warmup_epochs=WARMUP_EPOCHS),
-                                   best_metric="perf", best_mode="max")
+                                   setup=dataclasses.replace(task.setup, best_metric="perf", best_mode="max"))
     runs = {
         "plain-tensor+features": lambda: plain_loop(args.epochs, 32, (0.05, 0.5), 8, 0, tensor_batches=True,
                                                     features=True, model_name=args.model),
@@ -215,9 +215,9 @@ def main() -> None:
     torch.set_num_threads(1)
     hp = ignite_seg.FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=32, cycle_size_epochs=8,
                                          epochs=args.epochs)
-    task = TrialTask(trial_id=0, model=normalize_spec(MODELS[args.model], "m"),
-                     dataset=normalize_spec(DIGITS["dataset"], "d"), loss=normalize_spec(DIGITS["loss"], "l"),
-                     hparams=hp, accuracy_style="classification", seed=trial_seed(0, 0), device="cpu", threads=1)
+    setup = TrialSetup(model=normalize_spec(MODELS[args.model], "m"), dataset=normalize_spec(DIGITS["dataset"], "d"),
+                       loss=normalize_spec(DIGITS["loss"], "l"), accuracy_style="classification", device="cpu")
+    task = TrialTask(trial_id=0, setup=setup, hparams=hp, seed=trial_seed(0, 0), threads=1)
     if args.variant == "features":
         features_variant(args, hp, task)
         return

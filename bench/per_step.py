@@ -82,23 +82,25 @@ def _loops(epochs: int) -> dict[str, Callable[[list[float] | None], object]]:
     import ignite_seg
     from ignite_seg.api import trial_seed
     from ignite_seg.config.specs import normalize_spec
-    from ignite_seg.engine.trainer import TrialTask
+    from ignite_seg.engine.trainer import TrialSetup, TrialTask
 
     hp = ignite_seg.FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=BATCH, cycle_size_epochs=8, epochs=epochs)
 
     def task(dataset: tuple) -> TrialTask:
-        return TrialTask(trial_id=0, model=normalize_spec(DIGITS["model"], "m"), dataset=normalize_spec(dataset, "d"),
-                         loss=normalize_spec(DIGITS["loss"], "l"), hparams=hp, accuracy_style="classification",
-                         seed=trial_seed(0, 0), device="cpu", threads=1, snapshots_per_epoch=PER_EPOCH)
+        setup = TrialSetup(model=normalize_spec(DIGITS["model"], "m"), dataset=normalize_spec(dataset, "d"),
+                           loss=normalize_spec(DIGITS["loss"], "l"), accuracy_style="classification", device="cpu",
+                           snapshots_per_epoch=PER_EPOCH)
+        return TrialTask(trial_id=0, setup=setup, hparams=hp, seed=trial_seed(0, 0), threads=1)
 
     tensor_task, loader_task = task(DIGITS["dataset"]), task(LISTED)
     featured = dataclasses.replace(
         tensor_task, hparams=dataclasses.replace(hp, ema_decay=EMA_DECAY, warmup_epochs=WARMUP_EPOCHS),
-        best_metric="perf", best_mode="max")
+        setup=dataclasses.replace(tensor_task.setup, best_metric="perf", best_mode="max"))
     research = dataclasses.replace(  # issue 30's goal: every feature on
-        featured, dataset=normalize_spec(("overhead", "two_val_digits", (), {}), "d"),
-        metrics={"top2": normalize_spec(("ignite.metrics", "TopKCategoricalAccuracy", (), {"k": 2}), "m")},
-        val_only_metrics=("top2",), best_parts=("val", "val_noisy"))
+        featured, setup=dataclasses.replace(
+            featured.setup, dataset=normalize_spec(("overhead", "two_val_digits", (), {}), "d"),
+            metrics={"top2": normalize_spec(("ignite.metrics", "TopKCategoricalAccuracy", (), {"k": 2}), "m")},
+            val_only_metrics=("top2",), best_parts=("val", "val_noisy")))
     return {
         "plain-tensor": lambda s: plain_loop(epochs, BATCH, (0.05, 0.5), 8, 0, True, PER_EPOCH, stamps=s),
         "trial-tensor": lambda s: _stamped_trial(tensor_task, s),

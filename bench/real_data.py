@@ -29,7 +29,7 @@ from common import DIGITS, machine
 import ignite_seg
 from ignite_seg.api import trial_seed
 from ignite_seg.config.specs import normalize_spec
-from ignite_seg.engine.trainer import TrialTask, run_trial
+from ignite_seg.engine.trainer import TrialSetup, TrialTask, run_trial
 from ignite_seg.runtime.workers import start_method
 
 LISTED = ("real_bench", "digits_listed", (), {})
@@ -125,9 +125,9 @@ def plain_loader_loop(epochs: int, hp: ignite_seg.FixedHyperparameters, seed: in
 def part_loader(epochs: int, repeats: int) -> None:
     torch.set_num_threads(1)
     hp = ignite_seg.FixedHyperparameters(lr_start=0.05, lr_end=0.5, batch_size=32, cycle_size_epochs=8, epochs=epochs)
-    task = TrialTask(trial_id=0, model=normalize_spec(DIGITS["model"], "m"), dataset=normalize_spec(LISTED, "d"),
-                     loss=normalize_spec(DIGITS["loss"], "l"), hparams=hp, accuracy_style="classification",
-                     seed=trial_seed(0, 0), device="cpu", threads=1)
+    setup = TrialSetup(model=normalize_spec(DIGITS["model"], "m"), dataset=normalize_spec(LISTED, "d"),
+                       loss=normalize_spec(DIGITS["loss"], "l"), accuracy_style="classification", device="cpu")
+    task = TrialTask(trial_id=0, setup=setup, hparams=hp, seed=trial_seed(0, 0), threads=1)
     times: dict[str, list[float]] = {"plain DataLoader loop": [], "ignite_seg run_trial": []}
     accs: dict[str, float] = {}
     for _ in range(repeats):

@@ -156,13 +156,13 @@ def _epochs(n_train: int) -> tuple[float, int]:
 
 def _run_trials(runner: Any, task: dict[str, Any], recipes: list[tuple[Any, int]]) -> list[Any]:
     """Run one trial per (FixedHyperparameters, seed) on the runner; outcomes in input order."""
-    from ignite_seg.engine.trainer import TrialTask, run_trial
+    from ignite_seg.engine.trainer import TrialSetup, TrialTask, run_trial
 
     specs = _specs(task)
+    setup = TrialSetup(model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], accuracy_style=task["style"],
+                       device="cpu", snapshots_per_epoch=1)
     tasks = [
-        TrialTask(trial_id=i, model=specs["model"], dataset=specs["dataset"], loss=specs["loss"], hparams=hp,
-                  accuracy_style=task["style"], seed=seed, device="cpu", snapshots_per_epoch=1,
-                  threads=runner.task_threads)
+        TrialTask(trial_id=i, setup=setup, hparams=hp, seed=seed, threads=runner.task_threads)
         for i, (hp, seed) in enumerate(recipes)
     ]
     out: dict[int, Any] = {}

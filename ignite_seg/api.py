@@ -7,40 +7,23 @@ import logging
 import os
 import warnings
 from concurrent.futures import Executor
-from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from .analysis.settings import AnalysisSettings, resolve_analysis
-from .config.checks import (
-    check_best,
-    check_best_over,
-    check_bool,
-    check_choice,
-    check_device,
-    check_int,
-    check_trials,
-    check_val_only_metrics,
-)
+from .analysis.settings import AnalysisSettings
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
-from .config.presets import resolve_hyperparameters
-from .config.specs import normalize_spec, refers_to_main
+from .config.specs import refers_to_main
 from .engine.best import best_parts
 from .engine.probe import probe_recipe
-from .engine.scoring import ACCURACY_STYLES
-from .exceptions import ConfigError
 from .loading import load_model
+from .run_config import LoaderLike, RunConfig, validate
 from .run_plan import (
-    RunConfig,
     TrainResult,
     TrialSummary,
-    check_checkpoint_every,
     check_continuation,
-    check_handlers,
-    check_metrics,
     check_same_metrics,
-    check_trial_processes,
     checkpoint_plan,
     failure_recorded,
     log_trial,
@@ -50,7 +33,6 @@ from .run_plan import (
     train_result,
     trial_function,
 )
-from .runtime.checks import check_cores, check_executor, check_reproducible_executor, check_timeout
 from .runtime.logs import ensure_logging
 from .runtime.main_module import check_main_guard, workers_skip_main
 from .runtime.tasks import TaskLost, TaskRunner, prestart
@@ -58,7 +40,7 @@ from .runtime.workers import second_interrupt_exits, start_method
 from .storage.atomic import read_json, write_json, write_npz
 from .storage.claim import claimed
 from .storage.collate import Collator
-from .storage.run_folder import RunFolder, check_history_folder, resolve_folder_arg, state
+from .storage.run_folder import RunFolder, state
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
 
@@ -69,8 +51,6 @@ logger = logging.getLogger("ignite_seg")
 #: ``torch._dynamo`` is imported by the first optimizer a process builds (~2.5 s here): preloaded,
 #: no worker pays it again.
 WORKER_PRELOAD = ("ignite_seg.engine.trainer", "torch._dynamo")
-
-LoaderLike = tuple[str, str, tuple[Any, ...], Mapping[str, Any]] | Callable[..., Any]
 
 
 def trial_seed(base_seed: int, trial_id: int) -> int:
@@ -178,17 +158,15 @@ def train(
     """
     ensure_logging()
     cfg = validate(
-        loaders=(model_loader, dataset_loader, loss_loader),
-        folders=(folder, history_folder),
-        recipe=(hyperparameters, analysis, allow_later_analysis_up_to, accuracy_style),
-        plan=(trials, trials_strict, is_continuation, seed, snapshots_per_epoch),
-        compute=(cores, executor, device, trial_timeout),
-        custom=(metrics, metric_modes, best_metric, best_mode, handlers),
+        model_loader=model_loader, dataset_loader=dataset_loader, loss_loader=loss_loader, folder=folder,
+        history_folder=history_folder, hyperparameters=hyperparameters, analysis=analysis,
+        allow_later_analysis_up_to=allow_later_analysis_up_to, accuracy_style=accuracy_style, trials=trials,
+        trials_strict=trials_strict, is_continuation=is_continuation, seed=seed, snapshots_per_epoch=snapshots_per_epoch,
+        cores=cores, executor=executor, device=device, trial_timeout=trial_timeout, metrics=metrics,
+        metric_modes=metric_modes, best_metric=best_metric, best_mode=best_mode, best_over=best_over,
+        val_only_metrics=val_only_metrics, handlers=handlers, checkpoint_every=checkpoint_every,
+        trial_processes=trial_processes,
     )
-    cfg = dataclasses.replace(cfg, checkpoint_every=check_checkpoint_every(checkpoint_every),
-                              best_over=check_best_over(best_over, cfg.best_metric),
-                              val_only_metrics=check_val_only_metrics(val_only_metrics, tuple(cfg.metric_specs)),
-                              trial_processes=check_trial_processes(trial_processes, cfg.cores, cfg.executor))
     return run_validated(cfg, "train")
 
 
@@ -196,7 +174,7 @@ def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) 
     """The pipeline of a validated call: continuation check, probe, archive + lock, tune, trials,
     collate, analyse. ``entry`` names the public function in the main-guard error; ``runner``: a
     pool shared with other runs (a sweep's points), left open, instead of one of the call's own."""
-    specs = [*cfg.specs.values(), *cfg.metric_specs.values(), *cfg.handler_specs]  # all built in the workers
+    specs = [*cfg.setup.specs.values(), *cfg.setup.metrics.values(), *cfg.setup.handlers]  # all built in the workers
     uses_main = any(refers_to_main(spec) for spec in specs)
     method = _start_method(cfg, runner)
     check_main_guard(entry, uses_main and method != "fork")  # a forked worker imports no script
@@ -207,7 +185,8 @@ def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) 
     # handled (workers stopped, the lock released) exits now
     with workers_skip_main(not uses_main), second_interrupt_exits():
         facts = _probe(cfg, method)
-        cfg = dataclasses.replace(cfg, best_parts=best_parts(cfg.best_over, facts["val_names"]))
+        setup = dataclasses.replace(cfg.setup, best_parts=best_parts(cfg.best_over, facts["val_names"]))
+        cfg = dataclasses.replace(cfg, setup=setup)
         # archive an old run and take the lock
         with claimed(cfg.folder, cfg.history, fresh=previous is None) as rf, _on_interrupt(rf):
             run_info = {**run_record(cfg, previous, facts["val_names"]), "n_train": facts["n_train"]}  # the figure's steps
@@ -225,53 +204,6 @@ def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) 
             return train_result(rf, hp, finished)
 
 
-def validate(
-    loaders: tuple[Any, Any, Any],
-    folders: tuple[Any, Any],
-    recipe: tuple[Any, Any, Any, Any],
-    plan: tuple[Any, Any, Any, Any, Any],
-    compute: tuple[Any, Any, Any, Any],
-    custom: tuple[Any, Any, Any, Any, Any],
-) -> RunConfig:
-    """Check every argument of :func:`train` (in this process, writing nothing) into a :class:`RunConfig`."""
-    hyperparameters, analysis, later, accuracy_style = recipe
-    trials, trials_strict, is_continuation, seed, snapshots_per_epoch = plan
-    cores, executor, device, trial_timeout = compute
-    specs = {
-        name: normalize_spec(value, f"{name}_loader") for name, value in zip(("model", "dataset", "loss"), loaders)
-    }
-    metrics, modes, best_metric, best_mode, handlers = custom
-    metric_specs, metric_modes = check_metrics(metrics, modes)
-    best_metric, best_mode = check_best(best_metric, best_mode, tuple(metric_specs))
-    handler_specs = check_handlers(handlers)
-    analysis_settings = resolve_analysis(analysis)
-    collect = resolve_analysis(later, "allow_later_analysis_up_to")
-    check_choice("accuracy_style", accuracy_style, ACCURACY_STYLES)
-    check_bool("is_continuation", is_continuation)
-    check_bool("trials_strict", trials_strict)
-    n_trials = check_trials(trials, is_continuation, trials_strict)
-    hp_settings = resolve_hyperparameters(hyperparameters)
-    if n_trials == 0 and not is_continuation and isinstance(hp_settings, FixedHyperparameters):
-        raise ConfigError("trials must be >= 1, got 0: trials=0 with trials_strict=True tunes only, and "
-                          "fixed hyperparameters leave nothing to tune. Pass a tuner preset, or trials >= 1.")
-    executor = check_executor(executor)
-    check_reproducible_executor(executor)
-    folder = resolve_folder_arg(folders[0], "folder")
-    history = folder.parent / "history" if folders[1] is None else resolve_folder_arg(folders[1], "history_folder")
-    check_history_folder(folder, history)
-    return RunConfig(
-        folder=folder, history=history, specs=specs, hp_settings=hp_settings,
-        analysis=analysis_settings, collect=max(collect, analysis_settings, key=lambda a: a.level),
-        accuracy_style=accuracy_style, trials=n_trials, trials_strict=trials_strict,
-        is_continuation=is_continuation, cores=check_cores(cores, executor), executor=executor,
-        device=check_device(device), seed=check_int("seed", seed, 0, optional=True),
-        snapshots_per_epoch=check_int("snapshots_per_epoch", snapshots_per_epoch, 1),  # type: ignore[arg-type]
-        trial_timeout=check_timeout("trial_timeout", trial_timeout),
-        metric_specs=metric_specs, metric_modes=metric_modes, best_metric=best_metric, best_mode=best_mode,
-        handler_specs=handler_specs,
-    )
-
-
 def _start_method(cfg: RunConfig, runner: TaskRunner | None) -> str | None:
     """How this call's default pool starts its workers (said in the log); ``None`` on the caller's executor."""
     if runner is not None:
@@ -283,7 +215,8 @@ def _probe(cfg: RunConfig, method: str | None) -> Mapping[str, Any]:
     if method == "forkserver":  # the fork server imports torch while this process checks the recipe
         prestart(WORKER_PRELOAD, method)  # (forked workers get the imports of this process, after the check)
     logger.info("checking the recipe (model, dataset, loss) in this process")
-    facts = probe_recipe(cfg.specs["model"], cfg.specs["dataset"], cfg.specs["loss"], cfg.accuracy_style)
+    setup = cfg.setup
+    facts = probe_recipe(setup.model, setup.dataset, setup.loss, setup.accuracy_style)
     logger.info("recipe ok: %d training and %d validation items", facts["n_train"], facts["n_val"])
     return facts
 
@@ -307,7 +240,7 @@ def _run_trials(
 
     finished = dict(rf.finished_trials())
     collator = Collator(
-        {"snapshots_per_epoch": cfg.snapshots_per_epoch, **hp.to_dict()}, smooth_window=cfg.snapshots_per_epoch | 1
+        {"snapshots_per_epoch": cfg.setup.snapshots_per_epoch, **hp.to_dict()}, smooth_window=cfg.setup.snapshots_per_epoch | 1
     )
     for tid, res in finished.items():
         if res.get("status") == "completed":
@@ -317,22 +250,13 @@ def _run_trials(
     record_hidden_id = todo[0] if cfg.collect.collects_hidden and first_completed is None and todo else None
     assert cfg.seed is not None  # settled
     checkpoints = checkpoint_plan(rf, runner, cfg) if todo else None
-    tasks = [
-        TrialTask(
-            trial_id=t, model=cfg.specs["model"], dataset=cfg.specs["dataset"], loss=cfg.specs["loss"], hparams=hp,
-            accuracy_style=cfg.accuracy_style, seed=trial_seed(cfg.seed, t), device=cfg.device,
-            snapshots_per_epoch=cfg.snapshots_per_epoch, record_hidden=(t == record_hidden_id),
-            metrics=cfg.metric_specs, best_metric=cfg.best_metric, best_mode=cfg.best_mode,  # type: ignore[arg-type]
-            best_parts=cfg.best_parts, val_only_metrics=cfg.val_only_metrics,
-            handlers=cfg.handler_specs, threads=runner.task_threads, checkpoints=checkpoints,
-            processes=cfg.trial_processes,
-        )
-        for t in todo
-    ]
+    tasks = [TrialTask(trial_id=t, setup=cfg.setup, hparams=hp, seed=trial_seed(cfg.seed, t),
+                       record_hidden=(t == record_hidden_id), threads=runner.task_threads, checkpoints=checkpoints)
+             for t in todo]
     if tasks:  # none: tuning only (tune(), trials=0), or every planned trial finished before
         logger.info("running %d trial(s), %d at a time", len(tasks), cfg.trials_at_once)
     with tqdm(total=len(tasks), desc="trials", unit="trial", mininterval=0.5) as bar:
-        for item in runner.map_unordered(trial_function(cfg.trial_processes), tasks, key=lambda task: task.trial_id,
+        for item in runner.map_unordered(trial_function(cfg.setup.processes), tasks, key=lambda task: task.trial_id,
                                          timeout=cfg.trial_timeout, at_once=cfg.trials_at_once):
             outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item
             res = rf.write_trial(outcome)
@@ -391,8 +315,8 @@ def _hyperparameters(
     from .tuning.tuner import tune
 
     assert cfg.seed is not None  # settled
-    return tune(runner, rf, settings, cfg.specs, accuracy_style=cfg.accuracy_style, facts=facts, seed=cfg.seed,
-                device=cfg.device)
+    return tune(runner, rf, settings, cfg.setup.specs, accuracy_style=cfg.setup.accuracy_style, facts=facts, seed=cfg.seed,
+                device=cfg.setup.device)
 
 
 def _lost_outcome(lost: TaskLost[Any]) -> Any:

@@ -1,6 +1,7 @@
 """What one :func:`ignite_seg.train` call will do, decided before anything is written.
 
-:class:`RunConfig` carries the validated arguments; :func:`check_continuation` reads (never
+:class:`~ignite_seg.run_config.RunConfig` carries the validated arguments (re-exported here);
+:func:`check_continuation` reads (never
 writes) the folder a continuation reuses and refuses a mismatch; :func:`run_record` builds
 ``run.json``; :func:`plan_trials` decides which trial ids this call runs.
 """
@@ -13,21 +14,24 @@ import logging
 import platform
 import sys
 import uuid
-from concurrent.futures import Executor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from . import __version__
 from .analysis.outcomes import loss_rise
-from .analysis.settings import AnalysisSettings, resolve_analysis
+from .analysis.settings import resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
-from .config.specs import DESCRIBE_MAX, LoaderSpec, normalize_spec
+from .config.specs import DESCRIBE_MAX, LoaderSpec
 from .engine.checkpoints import CheckpointPlan, folder_visible, log_checkpoint_report
-from .engine.scoring import AccuracyStyle
-from .exceptions import ConfigError, ConfigTypeError, FolderError, TuningError
+from .exceptions import ConfigError, FolderError, TuningError
+from .run_config import (  # re-exported: where they were defined before run_config.py
+    RunConfig,
+    check_checkpoint_every,
+    check_handlers,
+    check_metrics,
+    check_trial_processes,
+)
 from .run_result import TrainResult, TrialSummary, train_result  # re-exported: train()'s result
 from .runtime.tasks import TaskRunner
 from .storage.atomic import read_json
@@ -42,78 +46,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("ignite_seg")
-
-@dataclass(frozen=True)
-class RunConfig:
-    """The validated arguments of one :func:`ignite_seg.train` call."""
-
-    folder: Path
-    history: Path
-    specs: Mapping[str, LoaderSpec]
-    hp_settings: HyperparameterSettings | FixedHyperparameters
-    analysis: AnalysisSettings
-    collect: AnalysisSettings
-    accuracy_style: AccuracyStyle
-    trials: int
-    trials_strict: bool
-    is_continuation: bool
-    cores: int
-    executor: Executor | None
-    device: str
-    seed: int | None
-    snapshots_per_epoch: int
-    trial_timeout: float | None = None
-    metric_specs: Mapping[str, LoaderSpec] = field(default_factory=dict)
-    metric_modes: Mapping[str, str] = field(default_factory=dict)
-    #: the best checkpoint's metric and direction (both or neither)
-    best_metric: str | None = None
-    best_mode: str | None = None
-    #: ``best_over`` as given ("primary", "mean" or set names), and the parts it means (after the probe)
-    best_over: str | tuple[str, ...] = "primary"
-    best_parts: tuple[str, ...] = ("val",)
-    #: custom metrics measured on the validation sets only
-    val_only_metrics: tuple[str, ...] = ()
-    #: user handlers' specs, built and attached in the workers
-    handler_specs: tuple[LoaderSpec, ...] = ()
-    #: epochs between mid-trial checkpoints; ``None`` automatic, ``0`` off
-    checkpoint_every: int | None = None
-    #: processes training each trial together (``ignite.distributed`` when > 1)
-    trial_processes: int = 1
-
-    @property
-    def trials_at_once(self) -> int:
-        """Trials the default pool runs at once: ``cores`` counts processes, ``trial_processes`` per trial."""
-        return max(1, self.cores // self.trial_processes) if self.executor is None else self.cores
-
-
-def check_checkpoint_every(value: Any) -> int | None:
-    """``checkpoint_every``: ``None`` (automatic), ``0`` (off) or a number of epochs >= 1."""
-    fix = ("Pass a number of epochs >= 1, 0 to turn mid-trial checkpoints off, or None to checkpoint "
-           "trials expected to run longer than about a minute.")
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ConfigTypeError(f"checkpoint_every={value!r} is not a number of epochs. {fix}")
-    if not isinstance(value, (int, np.integer)):
-        raise ConfigTypeError(f"checkpoint_every={value!r} ({type(value).__name__}) is not an int. {fix}")
-    if value < 0:
-        raise ConfigError(f"checkpoint_every={value!r} is negative. {fix}")
-    return int(value)
-
-
-def check_trial_processes(value: Any, cores: int, executor: Any) -> int:
-    """``trial_processes``: an int >= 1, at most ``cores`` with the default pool (which counts processes)."""
-    fix = "Pass an int >= 1 (1, the default: each trial in one process)."
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigTypeError(f"trial_processes={value!r} ({type(value).__name__}) is not an int. {fix}")
-    if value < 1:
-        raise ConfigError(f"trial_processes={value!r} is less than 1. {fix}")
-    if executor is None and value > cores:
-        raise ConfigError(
-            f"trial_processes={value!r} is more than cores={cores}: with the default pool, cores counts the "
-            f"processes of all trials running at once. Pass trial_processes <= {cores}, or raise cores."
-        )
-    return int(value)
 
 
 def trial_function(processes: int) -> Callable[[Any], Any]:
@@ -183,13 +115,13 @@ def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
             "run.json). Use another folder, or an empty one."
         )
     previous = rf.read_run()
-    if previous.get("accuracy_style") != cfg.accuracy_style:
+    if previous.get("accuracy_style") != cfg.setup.accuracy_style:
         raise ConfigError(
             f"is_continuation=True: the folder's run used accuracy_style="
-            f"{previous.get('accuracy_style')!r}, not {cfg.accuracy_style!r}. Pass the same value, or "
+            f"{previous.get('accuracy_style')!r}, not {cfg.setup.accuracy_style!r}. Pass the same value, or "
             "start a new run with is_continuation=False."
         )
-    for name, spec in cfg.specs.items():
+    for name, spec in cfg.setup.specs.items():
         _check_same_loader(name, spec, previous["loaders"].get(name, {}))
     _check_same_recipe(rf, cfg.hp_settings)
     return previous
@@ -233,7 +165,8 @@ def settle(cfg: RunConfig, previous: Mapping[str, Any] | None) -> RunConfig:
         cfg,
         seed=seed,
         collect=resolve_analysis(previous.get("allow_later_analysis_up_to", cfg.collect.name)),
-        snapshots_per_epoch=int(previous.get("snapshots_per_epoch", cfg.snapshots_per_epoch)),
+        setup=dataclasses.replace(
+            cfg.setup, snapshots_per_epoch=int(previous.get("snapshots_per_epoch", cfg.setup.snapshots_per_epoch))),
     )
 
 
@@ -262,8 +195,8 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
             "created": info.get("created") or _dt.datetime.now().isoformat(timespec="seconds"),
             # tells a worker that the folder it sees is this run's (mid-trial checkpoints)
             "run_id": info.get("run_id") or uuid.uuid4().hex,
-            "loaders": {k: s.to_json() for k, s in cfg.specs.items()},
-            "accuracy_style": cfg.accuracy_style,
+            "loaders": {k: s.to_json() for k, s in cfg.setup.specs.items()},
+            "accuracy_style": cfg.setup.accuracy_style,
             "hyperparameters": {
                 "kind": "fixed" if isinstance(cfg.hp_settings, FixedHyperparameters) else "tuned",
                 **cfg.hp_settings.to_dict(),
@@ -271,19 +204,19 @@ def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Se
             "analysis": cfg.analysis.name,
             "allow_later_analysis_up_to": cfg.collect.name,
             "seed": cfg.seed,
-            "device": cfg.device,
-            "snapshots_per_epoch": cfg.snapshots_per_epoch,
+            "device": cfg.setup.device,
+            "snapshots_per_epoch": cfg.setup.snapshots_per_epoch,
             "checkpoint_every": cfg.checkpoint_every,
-            "trial_processes": cfg.trial_processes,
+            "trial_processes": cfg.setup.processes,
             "argv": sys.argv,
         }
     )
-    keys = {"val_names": list(val_names), "metric_names": list(cfg.metric_specs), "metric_modes": dict(cfg.metric_modes)}
+    keys = {"val_names": list(val_names), "metric_names": list(cfg.setup.metrics), "metric_modes": dict(cfg.metric_modes)}
     info.update(ResultKeys.from_record(keys).to_record())
-    info.update(best_metric=cfg.best_metric, best_mode=cfg.best_mode,
+    info.update(best_metric=cfg.setup.best_metric, best_mode=cfg.setup.best_mode,
                 best_over=cfg.best_over if isinstance(cfg.best_over, str) else list(cfg.best_over),
-                val_only_metrics=list(cfg.val_only_metrics),
-                handlers=[spec.describe(DESCRIBE_MAX) for spec in cfg.handler_specs])
+                val_only_metrics=list(cfg.setup.val_only_metrics),
+                handlers=[spec.describe(DESCRIBE_MAX) for spec in cfg.setup.handlers])
     if previous is not None and previous.get("state") == "complete":
         info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
     if not info.get("planned_trials") and (cfg.trials or "requested_trials" not in info):
@@ -340,65 +273,17 @@ def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | Non
 
 def check_same_metrics(cfg: RunConfig, previous: Mapping[str, Any] | None) -> None:
     old = list((previous or {}).get("metric_names") or [])
-    if previous is not None and old != list(cfg.metric_specs):
+    if previous is not None and old != list(cfg.setup.metrics):
         raise ConfigError(
-            f"is_continuation=True: metrics={sorted(cfg.metric_specs)} but the folder's trials recorded {old}; "
+            f"is_continuation=True: metrics={sorted(cfg.setup.metrics)} but the folder's trials recorded {old}; "
             "trials of one run are collated together. Pass the same metrics, or start a new run."
         )
     prev = previous or {}
     old_best = (prev.get("best_metric"), prev.get("best_mode"), prev.get("best_over", "primary"))  # older: primary
     over = cfg.best_over if isinstance(cfg.best_over, str) else list(cfg.best_over)
-    if previous is not None and old_best != (cfg.best_metric, cfg.best_mode, over):
+    if previous is not None and old_best != (cfg.setup.best_metric, cfg.setup.best_mode, over):
         raise ConfigError(
-            f"is_continuation=True: best_metric={cfg.best_metric!r}, best_mode={cfg.best_mode!r}, best_over={over!r} "
+            f"is_continuation=True: best_metric={cfg.setup.best_metric!r}, best_mode={cfg.setup.best_mode!r}, best_over={over!r} "
             f"but the folder's trials kept the best by {old_best[0]!r}, {old_best[1]!r} over {old_best[2]!r}; pass "
             "the same, or start a new run."
         )
-
-
-def check_handlers(handlers: Any) -> tuple[LoaderSpec, ...]:
-    """The user handlers' specs: a list of loader specs, each importable here and building a callable."""
-    if handlers is None:
-        return ()
-    if not isinstance(handlers, (list, tuple)) or _is_one_spec(handlers):
-        raise ConfigTypeError(f"handlers must be a list of loader specs, got {handlers!r}; wrap one spec in a "
-                              "list: handlers=[('mymodule', 'my_handler', (), {})].")
-    specs = tuple(normalize_spec(h, f"handlers[{k}]") for k, h in enumerate(handlers))
-    for k, spec in enumerate(specs):
-        try:
-            spec.resolve()
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"handlers[{k}]={spec.describe(120)} cannot be imported here ({exc}); a handler "
-                              "spec names a function that returns attach(trainer, context).") from None
-    return specs
-
-
-def _is_one_spec(value: Any) -> bool:
-    """A single ``(module, attr, args, kwargs)`` tuple passed where a list of them is expected."""
-    return len(value) == 4 and isinstance(value[0], str) and isinstance(value[1], str)
-
-
-def check_metrics(metrics: Any, modes: Any) -> tuple[dict[str, LoaderSpec], dict[str, str]]:
-    """The custom metrics' specs and directions, every name valid and every direction given."""
-    if metrics is None:
-        metrics = {}
-    if not isinstance(metrics, Mapping):
-        raise ConfigTypeError(f"metrics must be a dict of name -> metric loader spec, got {metrics!r}.")
-    modes = dict(modes or {})
-    specs = {name: normalize_spec(spec, f"metrics[{name!r}]") for name, spec in metrics.items()}
-    for name in specs:
-        if modes.get(name) not in ("min", "max"):
-            raise ConfigError(
-                f"metric_modes[{name!r}]={modes.get(name)!r}: say whether a higher or lower {name} is better "
-                f"with metric_modes={{{name!r}: 'max'}} or 'min' (the direction is never guessed)."
-            )
-    extra = sorted(set(modes) - set(specs))
-    if extra:
-        raise ConfigError(f"metric_modes names {extra}, which are not in metrics={sorted(specs)}.")
-    if set(specs) & {"loss", "perf"}:
-        raise ConfigError(f"metrics: the names 'loss' and 'perf' are ignite_seg's own; rename {sorted(set(specs) & {'loss', 'perf'})}.")
-    try:
-        ResultKeys(("val",), tuple(specs))
-    except ValueError as exc:
-        raise ConfigError(f"metrics: {exc}") from None
-    return specs, {name: modes[name] for name in specs}

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from .analysis.settings import AnalysisSettings, resolve_analysis
-from .api import LoaderLike, run_validated, validate
+from .api import run_validated
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .exceptions import ConfigError
+from .run_config import LoaderLike, validate
 from .runtime.logs import ensure_logging
 from .storage.run_folder import RunFolder
 from .storage.schemas import MiscFile
@@ -89,13 +90,11 @@ def tune(
     ensure_logging()
     wanted = resolve_analysis(analysis)
     later = max(wanted, resolve_analysis("images"), key=lambda a: a.level)
-    cfg = validate(
-        loaders=(model_loader, dataset_loader, loss_loader),
-        folders=(folder, history_folder),
-        recipe=(hyperparameters, wanted, later, accuracy_style),
-        plan=(0, True, False, seed, 10),
-        compute=(cores, executor, device, None),
-        custom=(None, None, None, None, None),  # metrics, modes, best metric, best mode, handlers: none
+    cfg = validate(  # no trials: no metrics, best checkpoint, handlers or trial processes to check
+        model_loader=model_loader, dataset_loader=dataset_loader, loss_loader=loss_loader, folder=folder,
+        history_folder=history_folder, hyperparameters=hyperparameters, analysis=wanted,
+        allow_later_analysis_up_to=later, accuracy_style=accuracy_style, trials=0, trials_strict=True,
+        seed=seed, cores=cores, executor=executor, device=device,
     )
     res = run_validated(cfg, "tune")
     return tune_result(res.folder)

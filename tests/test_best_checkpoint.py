@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from handler_tasks import measure_loss
-from helpers import CE, FAST_HP
+from helpers import CE, FAST_HP, trial_task
 from tasks import blobs, mlp
 
 import ignite_seg
@@ -24,7 +24,7 @@ from ignite_seg.storage.result_keys import BestRecord
 
 def _task(model, dataset, loss, hp=FAST_HP, **kw) -> TrialTask:
     specs = [normalize_spec(s, n) for n, s in (("model", model), ("dataset", dataset), ("loss", loss))]
-    return TrialTask(0, *specs, hp, "classification", seed=3, device="cpu", **kw)
+    return trial_task(0, *specs, hp, "classification", seed=3, device="cpu", **kw)
 
 
 BLOBS = (("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE)

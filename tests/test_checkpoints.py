@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import CE, FAST_HP
+from helpers import CE, FAST_HP, trial_task
 
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.engine import checkpoints
@@ -35,7 +35,7 @@ def _run_folder(tmp_path, run_id="abc"):
 def _task(tmp_path, plan, *, dataset=("tasks", "blobs"), hp=HP, seed=0, crash=True, hidden=True, best=(None, None),
           snapshots=3, handlers=()) -> TrialTask:
     kwargs = {"crash_file": str(tmp_path / "crash"), "crash_at": CRASH_AT} if crash else {}
-    return TrialTask(
+    return trial_task(
         trial_id=0, model=normalize_spec(("resume_tasks", "Interruptible", (), kwargs), "model"),
         dataset=normalize_spec((*dataset, (), {}), "dataset"), loss=normalize_spec(CE, "loss"), hparams=hp,
         accuracy_style="classification", seed=seed, device="cpu", snapshots_per_epoch=snapshots, record_hidden=hidden,

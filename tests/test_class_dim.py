@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import FAST_HP
+from helpers import FAST_HP, trial_task
 
 import ignite_seg
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.engine.scoring import TokenAccuracy
-from ignite_seg.engine.trainer import TrialTask, run_trial
+from ignite_seg.engine.trainer import run_trial
 from ignite_seg.exceptions import ConfigError
 
 
@@ -34,10 +34,10 @@ def _specs(model, dataset, loss):
 
 
 def test_a_classes_last_tagger_trains_and_scores_as_the_classes_second_one():
-    last = run_trial(TrialTask(0, *_specs(("real_tasks", "TaggerLast", (), {}), ("real_tasks", "tagging_last", (), {}),
+    last = run_trial(trial_task(0, *_specs(("real_tasks", "TaggerLast", (), {}), ("real_tasks", "tagging_last", (), {}),
                                           ("real_tasks", "FlatLoss", (), {})), FAST_HP, "classification", seed=2,
                                device="cpu"))
-    second = run_trial(TrialTask(0, *_specs(("real_tasks", "Tagger", (), {}), ("real_tasks", "tagging", (), {}),
+    second = run_trial(trial_task(0, *_specs(("real_tasks", "Tagger", (), {}), ("real_tasks", "tagging", (), {}),
                                             ("real_tasks", "tagging_loss", (), {})), FAST_HP, "classification",
                                  seed=2, device="cpu"))
     assert last.status == second.status == "completed", (last.error, second.error)

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import CE, FAST_HP
+from helpers import CE, FAST_HP, trial_task
 
 import ignite_seg
 from ignite_seg.config.specs import LoaderSpec
@@ -39,7 +39,7 @@ HP = dataclasses.replace(FAST_HP, batch_size=19, epochs=2)
 def task(**kw) -> TrialTask:
     base = dict(trial_id=0, model=spec("tasks", "mlp"), dataset=spec("tasks", "blobs"), loss=spec(*CE[:2]),
                 hparams=HP, accuracy_style="classification", seed=7, device="cpu", snapshots_per_epoch=2)
-    return TrialTask(**{**base, **kw})  # type: ignore[arg-type]
+    return trial_task(**{**base, **kw})
 
 
 def weights(blob: bytes) -> dict[str, torch.Tensor]:
@@ -180,10 +180,10 @@ def test_the_callers_log_names_each_trials_processes_and_devices(run_kwargs, cap
 
 
 def test_one_process_per_trial_records_its_device_and_imports_nothing_distributed():
-    code = ("import sys; sys.path.insert(0, 'tests'); from helpers import FAST_HP; "
+    code = ("import sys; sys.path.insert(0, 'tests'); from helpers import FAST_HP, trial_task; "
             "from ignite_seg.config.specs import LoaderSpec as S; "
-            "from ignite_seg.engine.trainer import TrialTask, run_trial; "
-            "o = run_trial(TrialTask(0, S('tasks', 'mlp', (), {}), S('tasks', 'blobs', (), {}), "
+            "from ignite_seg.engine.trainer import run_trial; "
+            "o = run_trial(trial_task(0, S('tasks', 'mlp', (), {}), S('tasks', 'blobs', (), {}), "
             "S('torch.nn', 'CrossEntropyLoss', (), {}), FAST_HP, 'classification', seed=0, device='cpu')); "
             "assert o.status == 'completed' and o.processes == 1 and o.devices == ('cpu',), o; "
             "assert 'ignite_seg.engine.distributed' not in sys.modules")

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import CE, FAST_HP
+from helpers import CE, FAST_HP, trial_task
 
 import ignite_seg
 from ignite_seg.config.specs import LoaderSpec
@@ -47,7 +47,7 @@ def group_task(plan: CheckpointPlan | None, marker=None, **kw) -> TrialTask:
     base = dict(trial_id=0, model=spec("resume_tasks", "Interruptible"), dataset=spec("tasks", "blobs"),
                 loss=LoaderSpec(*CE), hparams=HP, accuracy_style="classification", seed=7, device="cpu",
                 snapshots_per_epoch=2, record_hidden=True, threads=1, checkpoints=plan, processes=2, handlers=handlers)
-    return TrialTask(**{**base, **kw})  # type: ignore[arg-type]
+    return trial_task(**{**base, **kw})
 
 
 def assert_same(got: TrialOutcome, want: TrialOutcome) -> None:
@@ -100,8 +100,8 @@ def test_a_one_process_checkpoint_is_not_loaded_by_a_group(tmp_path):
 
     crash = tmp_path / "crash"
     crash.touch()
-    single = dataclasses.replace(group_task(plan, processes=1), model=spec("resume_tasks", "Interruptible",
-                                                                            crash_file=str(crash), crash_at=KILL_AT))
+    single = group_task(plan, processes=1, model=spec("resume_tasks", "Interruptible", crash_file=str(crash),
+                                                      crash_at=KILL_AT))
     assert run_trial(single).status == "failed" and plan.path(0).is_file()
     out = run_trial_group(group_task(plan))
     assert out.status == "completed", out.error

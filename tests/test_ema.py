@@ -5,13 +5,14 @@ import dataclasses
 
 import pytest
 import torch
-from helpers import CE, FAST_HP
+from helpers import CE, FAST_HP, trial_task
 from tasks import blobs, mlp
 
+from ignite_seg.config.hyperparameters import OptimizerSpec
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.engine.ema import attach_ema
 from ignite_seg.engine.scoring import Scorer
-from ignite_seg.engine.trainer import TrialTask, create_trainer, make_optimizer, run_trial
+from ignite_seg.engine.trainer import create_trainer, make_optimizer, run_trial
 
 
 def test_ema_weights_after_n_steps_equal_the_closed_form():
@@ -21,7 +22,7 @@ def test_ema_weights_after_n_steps_equal_the_closed_form():
     with torch.no_grad():
         model.weight.fill_(2.0)
     decay, lr, grads = 0.8, 0.5, [1.0, -3.0, 0.5, 2.0, 4.0, -1.0]
-    opt = make_optimizer(model, "sgd", lr=lr)
+    opt = make_optimizer(model, OptimizerSpec(), lr=lr)
     engine = create_trainer(model, opt, lambda out, g: (out * g).sum(), torch.device("cpu"))
     ema_model = attach_ema(engine, model, decay)
     assert attach_ema(engine, model, decay) is ema_model  # attached once
@@ -40,7 +41,7 @@ def test_ema_weights_after_n_steps_equal_the_closed_form():
 
 def test_without_decay_the_model_itself_is_evaluated():
     model = mlp()
-    engine = create_trainer(model, make_optimizer(model, "sgd", lr=0.1), CE_FN, torch.device("cpu"))
+    engine = create_trainer(model, make_optimizer(model, OptimizerSpec(), lr=0.1), CE_FN, torch.device("cpu"))
     assert attach_ema(engine, model, None) is model
 
 
@@ -51,7 +52,7 @@ def test_a_trial_with_ema_evaluates_and_saves_the_average_and_keeps_the_raw_weig
     spec = {name: normalize_spec(s, name) for name, s in
             (("model", ("tasks", "mlp", (), {})), ("dataset", ("tasks", "blobs", (), {})), ("loss", CE))}
     hp = dataclasses.replace(FAST_HP, ema_decay=0.9, schedule="cosine", warmup_epochs=1.0)
-    task = TrialTask(0, spec["model"], spec["dataset"], spec["loss"], hp, "classification", seed=0, device="cpu")
+    task = trial_task(0, spec["model"], spec["dataset"], spec["loss"], hp, "classification", seed=0, device="cpu")
     out = run_trial(task)
     assert out.status == "completed", out.error
     assert out.model_raw and out.model != out.model_raw
@@ -78,7 +79,7 @@ def test_the_list_wise_update_is_ignites_bit_for_bit():
     for handler_class in (EMAHandler, ForeachEMAHandler):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 3))
-        engine = create_trainer(model, make_optimizer(model, "sgd", lr=0.1), CE_FN, torch.device("cpu"))
+        engine = create_trainer(model, make_optimizer(model, OptimizerSpec(), lr=0.1), CE_FN, torch.device("cpu"))
         ema = handler_class(model, momentum=0.1)
         ema.attach(engine, name="ema_momentum")
         engine.run([(x[i:i + 16], y[i:i + 16]) for i in range(0, 96, 16)], max_epochs=3)

@@ -6,17 +6,17 @@ import logging
 
 import numpy as np
 import pytest
-from helpers import CE, FAST_HP
+from helpers import CE, FAST_HP, trial_task
 
 from ignite_seg.config.specs import normalize_spec
-from ignite_seg.engine.trainer import TrialTask, run_trial
+from ignite_seg.engine.trainer import run_trial
 
 
 def _trial(dataset_kwargs=None, **kw):
     specs = [normalize_spec(s, n) for n, s in (("model", ("tasks", "mlp", (), {})),
                                                ("dataset", ("real_tasks", "blobs_options", (), dataset_kwargs or {})),
                                                ("loss", CE))]
-    return run_trial(TrialTask(0, *specs, FAST_HP, "classification", seed=3, device="cpu", snapshots_per_epoch=2, **kw))
+    return run_trial(trial_task(0, *specs, FAST_HP, "classification", seed=3, device="cpu", snapshots_per_epoch=2, **kw))
 
 
 def test_every_epoch_logs_the_end_of_epoch_snapshot_per_set_at_info(caplog):

@@ -16,7 +16,7 @@ MAX_MODULE_LINES = 450
 MAX_BODY_LINES = 60
 MAX_FIGURE_BODY_LINES = 120
 MAX_PARAMS = 8
-ENTRY_POINTS = {"train", "tune", "lr_range_test", "sweep"}
+ENTRY_POINTS = {"train", "tune", "lr_range_test", "sweep", "validate"}
 
 
 def _modules() -> list[Path]:
@@ -150,6 +150,8 @@ LAYERS = {
     "ignite_seg.engine": 3,
     "ignite_seg.tuning": 4,
     "ignite_seg.analysis": 4,
+    # the validated call: above analysis/ (it resolves AnalysisSettings there), below run_plan
+    "ignite_seg.run_config": 4.5,
     "ignite_seg.run_plan": 5,
     "ignite_seg.run_result": 4,
     "ignite_seg.api": 6,

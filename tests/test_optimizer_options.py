@@ -12,17 +12,17 @@ from test_sweeps import recipe
 
 import ignite_seg
 from ignite_seg import get_preset
-from ignite_seg.config.hyperparameters import TrainingOptions
+from ignite_seg.config.hyperparameters import OptimizerSpec, TrainingOptions
 from ignite_seg.engine.sweeps import BatchRunTask, LRSweepTask, run_batch_trial, run_lr_sweep
 from ignite_seg.engine.trainer import make_optimizer
 from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range
 
 
 def test_make_optimizer_passes_betas_and_eps_to_adamw():
-    opt = make_optimizer(mlp(), "adamw", lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
+    opt = make_optimizer(mlp(), OptimizerSpec(optimizer="adamw", betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1), lr=0.01)
     assert type(opt) is torch.optim.AdamW
     assert (opt.defaults["betas"], opt.defaults["eps"], opt.defaults["weight_decay"]) == ((0.8, 0.95), 1e-6, 0.1)
-    assert make_optimizer(mlp(), "adamw", lr=0.01).defaults["betas"] == (0.9, 0.999)
+    assert make_optimizer(mlp(), OptimizerSpec(optimizer="adamw"), lr=0.01).defaults["betas"] == (0.9, 0.999)
 
 
 def sweep(iterations=150, **optimizer):

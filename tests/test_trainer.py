@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 import real_tasks
 import torch
+from helpers import trial_task
 from tasks import blobs, blobs_list, mlp
 
-from ignite_seg.config.hyperparameters import FixedHyperparameters
+from ignite_seg.config.hyperparameters import FixedHyperparameters, OptimizerSpec
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.engine.batching import Batches, BatchSource, Data
 from ignite_seg.engine.scoring import Scorer
 from ignite_seg.engine.sweeps import BatchRunTask, RecipeSpec, run_batch_trial
 from ignite_seg.engine.trainer import (
     ThroughTimeRecorder,
-    TrialTask,
     create_trainer,
     loss_to,
     make_optimizer,
@@ -32,12 +32,12 @@ def spec(*recipe):
     return normalize_spec(recipe, "spec")
 
 
-def test_make_optimizer_takes_the_name_and_the_numbers_it_needs():
+def test_make_optimizer_takes_the_spec_and_uses_the_numbers_its_optimizer_needs():
     model = mlp()
-    sgd = make_optimizer(model, "sgd", lr=0.1, momentum=0.9, weight_decay=1e-4)
+    sgd = make_optimizer(model, OptimizerSpec(momentum=0.9, weight_decay=1e-4), lr=0.1)
     assert type(sgd) is torch.optim.SGD
     assert (sgd.defaults["lr"], sgd.defaults["momentum"], sgd.defaults["weight_decay"]) == (0.1, 0.9, 1e-4)
-    adamw = make_optimizer(model, "adamw", lr=0.01, weight_decay=0.5)
+    adamw = make_optimizer(model, OptimizerSpec(optimizer="adamw", weight_decay=0.5), lr=0.01)
     assert type(adamw) is torch.optim.AdamW and (adamw.defaults["lr"], adamw.defaults["weight_decay"]) == (0.01, 0.5)
 
 
@@ -48,7 +48,7 @@ def test_through_time_recorder_measures_with_its_scorer_at_the_snapshot_epochs()
     model, loss_fn, cpu = mlp(), torch.nn.CrossEntropyLoss(), torch.device("cpu")
     scorer = Scorer(loss_fn, "classification", prepare_batch=passthrough)
     batch = (x[:20], y[:20])
-    opt = make_optimizer(model, "sgd", lr=0.1)
+    opt = make_optimizer(model, OptimizerSpec(), lr=0.1)
     engine = create_trainer(model, opt, loss_fn, cpu)
     rec = ThroughTimeRecorder(scorer, model, {"train": [batch], "val": [batch]}, iters_per_epoch=6, epochs=2,
                               per_epoch=2)
@@ -65,12 +65,12 @@ def test_a_loss_with_a_weight_tensor_moves_to_the_device_with_the_model():
     loss = real_tasks.WeightedLoss()
     assert loss_to(loss, torch.device("meta")).weight.device.type == "meta"
     real_tasks.MOVES.clear()
-    task = TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec("tasks", "blobs", (), {}),
-                     loss=spec("real_tasks", "WeightedLoss", (), {}), hparams=HP, accuracy_style="classification",
-                     seed=0, device="cpu")
+    task = trial_task(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec("tasks", "blobs", (), {}),
+                      loss=spec("real_tasks", "WeightedLoss", (), {}), hparams=HP, accuracy_style="classification",
+                      seed=0, device="cpu")
     outcome = run_trial(task)
     assert outcome.status == "completed", outcome.error
-    recipe = RecipeSpec(model=task.model, dataset=task.dataset, loss=task.loss, accuracy_style="classification",
+    recipe = RecipeSpec(model=task.setup.model, dataset=task.setup.dataset, loss=task.setup.loss, accuracy_style="classification",
                         holdout=(0, 5, 9), device="cpu")
     assert run_batch_trial(BatchRunTask(0, recipe, 0, 16, 0.05, 0.5, 1.0)).status == "completed"
     assert real_tasks.MOVES == [torch.device("cpu")] * 2  # once in the trial, once in the tuner's run
@@ -85,9 +85,9 @@ def _accuracy(state: bytes, dataset) -> float:
 
 
 def test_every_validation_set_and_custom_metric_is_recorded_under_the_documented_keys():
-    task = TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec("real_tasks", "two_val_sets", (), {}),
-                     loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
-                     seed=0, device="cpu", snapshots_per_epoch=2, metrics={"acc": spec("ignite.metrics", "Accuracy", (), {})})
+    task = trial_task(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec("real_tasks", "two_val_sets", (), {}),
+                      loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
+                      seed=0, device="cpu", snapshots_per_epoch=2, metrics={"acc": spec("ignite.metrics", "Accuracy", (), {})})
     out = run_trial(task)
     assert out.status == "completed", out.error
     assert (out.val_names, out.metric_names) == (("clean", "shifted"), ("acc",))
@@ -105,9 +105,9 @@ def test_every_validation_set_and_custom_metric_is_recorded_under_the_documented
 
 
 def test_a_padded_sequence_trial_records_hidden_layers_of_a_tuple_input_and_ignores_padding():
-    task = TrialTask(trial_id=0, model=spec("real_tasks", "Tagger", (), {}), dataset=spec("real_tasks", "tagging", (), {}),
-                     loss=spec("real_tasks", "tagging_loss", (), {}), hparams=HP, accuracy_style="classification",
-                     seed=0, device="cpu", record_hidden=True, metrics={"iou": spec("real_tasks", "class_iou", (), {})})
+    task = trial_task(trial_id=0, model=spec("real_tasks", "Tagger", (), {}), dataset=spec("real_tasks", "tagging", (), {}),
+                      loss=spec("real_tasks", "tagging_loss", (), {}), hparams=HP, accuracy_style="classification",
+                      seed=0, device="cpu", record_hidden=True, metrics={"iou": spec("real_tasks", "class_iou", (), {})})
     out = run_trial(task)
     assert out.status == "completed", out.error
     assert out.hidden["epochs"].tolist() == [0, 1, 2] and out.hidden["targets"].shape[0] == 64
@@ -125,10 +125,10 @@ def test_dataloader_workers_persist_across_epochs_and_draw_augmentation_afresh(t
     import os
 
     log = tmp_path / "reads.log"
-    task = TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}),
-                     dataset=spec("real_tasks", "flips_in_workers", (), {"log": str(log)}),
-                     loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
-                     seed=0, device="cpu")
+    task = trial_task(trial_id=0, model=spec("tasks", "mlp", (), {}),
+                      dataset=spec("real_tasks", "flips_in_workers", (), {"log": str(log)}),
+                      loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
+                      seed=0, device="cpu")
     out = run_trial(task)
     assert out.status == "completed", out.error
     reads = [line.split() for line in log.read_text().splitlines()]
@@ -144,9 +144,9 @@ def test_dataloader_workers_persist_across_epochs_and_draw_augmentation_afresh(t
 
 def test_a_cached_item_dataset_trains_exactly_like_the_same_tensors():
     def trial(dataset):
-        return run_trial(TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec(*dataset),
-                                   loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP,
-                                   accuracy_style="classification", seed=3, device="cpu"))
+        return run_trial(trial_task(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=spec(*dataset),
+                                    loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP,
+                                    accuracy_style="classification", seed=3, device="cpu"))
 
     cached, tensors = trial(("real_tasks", "cached_blobs", (), {})), trial(("tasks", "blobs", (), {}))
     assert cached.status == tensors.status == "completed"
@@ -173,9 +173,9 @@ def test_the_per_step_fast_paths_train_bit_for_bit_like_the_general_path(dataset
     """The default prepare_batch's shortcut for tensor pairs changes no bit of a trial (model, snapshots,
     hidden layers, final metrics) against ignite's ``convert_tensor`` on both sides, on both data paths."""
     def trial(loader):
-        return run_trial(TrialTask(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=normalize_spec(loader, "d"),
-                                   loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP,
-                                   accuracy_style="classification", seed=5, device="cpu", record_hidden=True))
+        return run_trial(trial_task(trial_id=0, model=spec("tasks", "mlp", (), {}), dataset=normalize_spec(loader, "d"),
+                                    loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP,
+                                    accuracy_style="classification", seed=5, device="cpu", record_hidden=True))
 
     fast, general = trial(dataset), trial(functools.partial(general_prepare_data, dataset))
     assert fast.status == general.status == "completed"

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from handler_tasks import replay_early_stopping
-from helpers import CE, FAST_HP
+from helpers import CE, FAST_HP, trial_task
 
 import ignite_seg
 from ignite_seg.config.specs import normalize_spec
@@ -55,8 +55,8 @@ def test_early_stopping_stops_one_trial_and_the_run_collates_and_analyses(run_kw
 
 def _task(handlers, dataset=WRONG_VAL[1]) -> TrialTask:
     specs = [normalize_spec(s, n) for n, s in (("model", WRONG_VAL[0]), ("dataset", dataset), ("loss", CE))]
-    return TrialTask(0, *specs, FAST_HP, "classification", seed=0, device="cpu",
-                     handlers=tuple(normalize_spec(h, "h") for h in handlers))
+    return trial_task(0, *specs, FAST_HP, "classification", seed=0, device="cpu",
+                      handlers=tuple(normalize_spec(h, "h") for h in handlers))
 
 
 def test_the_evaluator_completes_after_every_snapshot_with_its_values():

@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import CE
+from helpers import CE, trial_task
 from ignite.metrics import Metric
 
 import ignite_seg
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.engine.scoring import Scorer
-from ignite_seg.engine.trainer import TrialTask, run_trial
+from ignite_seg.engine.trainer import run_trial
 from ignite_seg.exceptions import ConfigError, ConfigTypeError
 
 
@@ -59,7 +59,7 @@ def _trial(**kw):
 
     specs = [normalize_spec(s, n) for n, s in zip(("model", "dataset", "loss"), TAGGING)]
     iou = {"iou": normalize_spec(("real_tasks", "class_iou", (), {}), "m")}
-    return run_trial(TrialTask(0, *specs, FAST_HP, "classification", seed=5, device="cpu", metrics=iou, **kw))
+    return run_trial(trial_task(0, *specs, FAST_HP, "classification", seed=5, device="cpu", metrics=iou, **kw))
 
 
 def test_a_trial_with_a_val_only_metric_records_the_same_except_nan_on_the_training_set():

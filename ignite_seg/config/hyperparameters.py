@@ -5,11 +5,20 @@ controls the tuner; the named presets live in :data:`ignite_seg.config.presets.P
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Literal, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
 from ..exceptions import ConfigError, ConfigTypeError
 from .checks import check_int
+from .recipe_options import (  # re-exported: the parts a recipe is made of
+    SCHEDULES,
+    OptimizerName,
+    OptimizerSpec,
+    RecipeOptions,
+    ScheduleName,
+    ScheduleSpec,
+    TrainingOptions,
+)
 from .records import JsonRecord
 
 __all__ = [
@@ -18,19 +27,17 @@ __all__ = [
     "SCHEDULES",
     "FixedHyperparameters",
     "HyperparameterSettings",
+    "OptimizerSpec",
+    "ScheduleSpec",
     "TrainingOptions",
+    "RecipeOptions",
     "check_loop_options",
     "check_update_options",
 ]
 
-OptimizerName = Literal["sgd", "adamw"]
-ScheduleName = Literal["triangular", "one-cycle", "cosine", "inv-sqrt", "constant", "noam"]
-#: The schedules, in the order the docs list them (docs/usage.md, "Schedules").
-SCHEDULES: tuple[str, ...] = ("triangular", "one-cycle", "cosine", "inv-sqrt", "constant", "noam")
 
-
-@dataclass(frozen=True)
-class FixedHyperparameters(JsonRecord):
+@dataclass(frozen=True, repr=False)
+class FixedHyperparameters(JsonRecord, RecipeOptions):
     """A complete training recipe, used as is (no tuning).
 
     Trials train for ``epochs`` epochs with the learning-rate ``schedule``: by default a triangular
@@ -41,7 +48,9 @@ class FixedHyperparameters(JsonRecord):
     or AdamW (with ``betas`` and ``eps``); ``ema_decay`` (None: off) evaluates and saves an
     exponential moving average of the weights (``model.pt``; the raw weights in ``model_raw.pt``); ``weight_decay``,
     ``grad_clip_norm`` (clip the gradient norm) and ``amp`` (mixed precision: float16 with a
-    gradient scaler on CUDA, bfloat16 on the CPU) are options of the trainer.
+    gradient scaler on CUDA, bfloat16 on the CPU) are options of the trainer. Those options are
+    :class:`RecipeOptions`' fields, passed as keywords; ``hp.optimizer_spec``, ``hp.options`` and
+    ``hp.schedule_spec`` read them as records.
 
     Example:
         >>> hp = FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=32,
@@ -55,23 +64,6 @@ class FixedHyperparameters(JsonRecord):
     batch_size: int
     cycle_size_epochs: float
     epochs: int
-    optimizer: OptimizerName = "sgd"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    grad_clip_norm: float | None = None
-    amp: bool = False
-    schedule: ScheduleName = "triangular"
-    warmup_epochs: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    ema_decay: float | None = None
-    # warmup counted in optimizer steps (instead of warmup_epochs; the "noam" schedule's W)
-    warmup_steps: int = 0
-
-    @property
-    def options(self) -> TrainingOptions:
-        """The options of every update (optimizer, clipping, AMP) as one record."""
-        return TrainingOptions.of(self)
 
     def __post_init__(self) -> None:
         for name in ("lr_start", "lr_end", "cycle_size_epochs", "momentum", "weight_decay"):
@@ -105,8 +97,8 @@ class FixedHyperparameters(JsonRecord):
         check_loop_options("FixedHyperparameters", self, "epochs")
 
 
-@dataclass(frozen=True)
-class HyperparameterSettings(JsonRecord):
+@dataclass(frozen=True, repr=False)
+class HyperparameterSettings(JsonRecord, RecipeOptions):
     """Settings of the tuner; every constant of the LR range test, the batch-size search and the
     schedule decision is a field. Customise a preset with ``dataclasses.replace``.
 
@@ -161,10 +153,12 @@ class HyperparameterSettings(JsonRecord):
     The trials and the tuning runs (the LR sweep's repeats, the batch-size candidates) use
     ``optimizer``, ``momentum``, ``weight_decay``, ``betas``, ``eps``, ``grad_clip_norm`` and ``amp``
     (:class:`TrainingOptions`, as in :class:`FixedHyperparameters`); the final trials use ``schedule`` (cycle length ``epochs / cycles`` for the triangular
-    one), ``warmup_epochs`` or ``warmup_steps``, and ``ema_decay``.
+    one), ``warmup_epochs`` or ``warmup_steps``, and ``ema_decay``. These are :class:`RecipeOptions`'
+    fields, which the tuner copies into the recipe it chooses.
 
     Example:
         >>> import dataclasses
+        >>> from ignite_seg.config.presets import get_preset
         >>> s = dataclasses.replace(get_preset("fast"), lr_min_inits=3)
         >>> s.lr_min_inits
         3
@@ -208,31 +202,11 @@ class HyperparameterSettings(JsonRecord):
     min_epochs: int = 5
     max_epochs: int = 100
     cycles: int = 1
-    # optimizer of the final trials (and of the tuning runs)
-    optimizer: OptimizerName = "sgd"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    # schedule and weight averaging of the final trials (see FixedHyperparameters)
-    schedule: ScheduleName = "triangular"
-    warmup_epochs: float = 0.0
-    ema_decay: float | None = None
-    # update options of the final trials and of the tuning runs alike (see FixedHyperparameters)
-    grad_clip_norm: float | None = None
-    amp: bool = False
     # tuning cost (issue 25): sweeps and batch-size runs capped in steps / examples, the held-out
     # curve sampled; None lifts a cap (sized in epochs only, the held-out slice after every step)
     lr_sweep_max_examples: int | None = 8000
     lr_holdout_evals: int | None = 32
     batch_sweep_max_examples: int | None = 4096
-
-    @property
-    def options(self) -> TrainingOptions:
-        """The options of every update (optimizer, clipping, AMP), for the tuning runs and the trials."""
-        return TrainingOptions.of(self)
-    # warmup counted in optimizer steps (instead of warmup_epochs; the "noam" schedule's W)
-    warmup_steps: int = 0
 
     def __post_init__(self) -> None:
         _check_number(self, "lr_start", lambda v: v > 0, "a positive learning rate such as 1e-4")
@@ -301,39 +275,7 @@ def _check_cost_caps(s: HyperparameterSettings) -> None:
         check_int(f"HyperparameterSettings.{name}", getattr(s, name), minimum, optional=True)
 
 
-@dataclass(frozen=True)
-class TrainingOptions:
-    """The options of every optimizer update, one record shared by the trials and the tuning runs.
-
-    :class:`FixedHyperparameters` and :class:`HyperparameterSettings` keep these as flat fields (their
-    constructors are public); ``record.options`` reads them into this record, the one place they
-    are copied, and ``FixedHyperparameters(..., **options.fields())`` writes them back.
-
-    Example:
-        >>> FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=8, cycle_size_epochs=1, epochs=2,
-        ...                      amp=True).options.amp
-        True
-    """
-
-    optimizer: OptimizerName = "sgd"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    grad_clip_norm: float | None = None
-    amp: bool = False
-
-    @classmethod
-    def of(cls, record: Union[FixedHyperparameters, HyperparameterSettings]) -> TrainingOptions:
-        """The options of a recipe or of the tuner's settings (checked there already)."""
-        return cls(**{f.name: getattr(record, f.name) for f in fields(cls)})
-
-    def fields(self) -> dict[str, Any]:
-        """The options as keyword arguments of :class:`FixedHyperparameters`."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-def check_update_options(owner: str, record: FixedHyperparameters | HyperparameterSettings) -> None:
+def check_update_options(owner: str, record: RecipeOptions) -> None:
     """Check ``grad_clip_norm`` (None or > 0) and ``amp`` (a bool)."""
     if not isinstance(record.amp, bool):
         raise ConfigTypeError(f"{owner}.amp must be True or False, got {record.amp!r}.")
@@ -342,7 +284,7 @@ def check_update_options(owner: str, record: FixedHyperparameters | Hyperparamet
                 "None (no clipping) or a positive norm such as 1.0")
 
 
-def check_loop_options(owner: str, record: FixedHyperparameters | HyperparameterSettings, epochs: str) -> None:
+def check_loop_options(owner: str, record: RecipeOptions, epochs: str) -> None:
     """Check ``schedule``, ``warmup_epochs`` (below the record's field ``epochs``: the shortest
     training), ``betas``, ``eps`` and ``ema_decay``; a JSON list of betas becomes a tuple (the record
     is frozen, so ``object.__setattr__``)."""
@@ -363,7 +305,7 @@ def check_loop_options(owner: str, record: FixedHyperparameters | Hyperparameter
     _check_warmup_steps(owner, record)
 
 
-def _check_warmup_steps(owner: str, record: FixedHyperparameters | HyperparameterSettings) -> None:
+def _check_warmup_steps(owner: str, record: RecipeOptions) -> None:
     """``warmup_steps``: an int >= 0, not with ``warmup_epochs``; the ``noam`` schedule needs one of the two."""
     check_int(f"{owner}.warmup_steps", record.warmup_steps, 0)
     if record.warmup_steps and record.warmup_epochs:

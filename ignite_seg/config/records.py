@@ -11,11 +11,26 @@ R = TypeVar("R", bound="JsonRecord")
 
 class JsonRecord:
     """``to_dict()`` for run.json, JSON's own values (a tuple field as a list, as it reads back);
-    ``from_dict()`` ignores keys the class does not know."""
+    ``from_dict()`` ignores keys the class does not know.
+
+    Keys, like ``repr``, come in the order a reader looks for them: the fields the record declares
+    itself first (a recipe's learning rates, batch size, epochs), then those of the parts it
+    inherits (:class:`~ignite_seg.config.recipe_options.RecipeOptions`: optimizer, updates, schedule).
+    """
+
+    @classmethod
+    def _ordered_names(cls) -> list[str]:
+        own = cls.__dict__.get("__annotations__", {})
+        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        return [n for n in names if n in own] + [n for n in names if n not in own]
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = dataclasses.asdict(self)  # type: ignore[call-overload]
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+        return {k: list(data[k]) if isinstance(data[k], tuple) else data[k] for k in self._ordered_names()}
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._ordered_names())
+        return f"{type(self).__qualname__}({values})"
 
     @classmethod
     def from_dict(cls: type[R], data: Mapping[str, Any]) -> R:

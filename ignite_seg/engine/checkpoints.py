@@ -312,17 +312,18 @@ def trial_identity(task: Any, iters_per_epoch: int, handler_states: Sequence[str
     """What a checkpoint must match to be loaded: the trial's id, seed, recipe, loaders, custom
     metrics and user handlers (by fingerprint), the names of the handlers' registered objects,
     snapshots and batches per epoch, as JSON."""
+    setup = task.setup
     facts = {
         "format": FORMAT, "trial_id": task.trial_id, "seed": task.seed, "hparams": task.hparams.to_dict(),
-        "loaders": [spec.fingerprint() for spec in (task.model, task.dataset, task.loss)],
-        "metrics": {name: spec.fingerprint() for name, spec in task.metrics.items()},
-        "handlers": [spec.fingerprint() for spec in getattr(task, "handlers", ())],
+        "loaders": [spec.fingerprint() for spec in (setup.model, setup.dataset, setup.loss)],
+        "metrics": {name: spec.fingerprint() for name, spec in setup.metrics.items()},
+        "handlers": [spec.fingerprint() for spec in setup.handlers],
         "handler_states": sorted(handler_states),
-        "snapshots_per_epoch": task.snapshots_per_epoch, "iters_per_epoch": iters_per_epoch,
-        "accuracy_style": task.accuracy_style,
+        "snapshots_per_epoch": setup.snapshots_per_epoch, "iters_per_epoch": iters_per_epoch,
+        "accuracy_style": setup.accuracy_style,
     }
-    if task.processes > 1:  # a group's file holds each rank's random states (absent before groups had files)
-        facts["processes"] = task.processes
+    if setup.processes > 1:  # a group's file holds each rank's random states (absent before groups had files)
+        facts["processes"] = setup.processes
     return json.dumps(facts, sort_keys=True, default=str)
 
 

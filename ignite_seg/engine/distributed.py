@@ -90,10 +90,10 @@ def group_gpus(visible: list[str], device: str, trial_id: int, processes: int) -
 
 
 def run_trial_group(task: TrialTask) -> TrialOutcome:
-    """Run one trial on ``task.processes`` processes; never raises for a failure of the user's code."""
+    """Run one trial on ``task.setup.processes`` processes; never raises for a failure of the user's code."""
     started, t0 = time.time(), time.perf_counter()
     if task.threads is None:  # the caller's executor: the worker's threads shared out, not multiplied
-        task = dataclasses.replace(task, threads=max(1, torch.get_num_threads() // task.processes))
+        task = dataclasses.replace(task, threads=max(1, torch.get_num_threads() // task.setup.processes))
     errors: list[str] = []
     for attempt in range(1, GROUP_ATTEMPTS + 1):
         outcome, error = _launch(task)
@@ -106,9 +106,9 @@ def run_trial_group(task: TrialTask) -> TrialOutcome:
             break
         errors.append(error)
         logger.warning("trial %d: its group of %d processes failed (attempt %d): %s",
-                       task.trial_id, task.processes, attempt, error.strip().splitlines()[-1:])
+                       task.trial_id, task.setup.processes, attempt, error.strip().splitlines()[-1:])
     else:
-        outcome = TrialOutcome(task.trial_id, "failed", 0.0, started, os.getpid(), processes=task.processes)
+        outcome = TrialOutcome(task.trial_id, "failed", 0.0, started, os.getpid(), processes=task.setup.processes)
         outcome.error = f"the trial's group failed or lost a process {GROUP_ATTEMPTS} times; last:\n{errors[-1]}"
     outcome.started_at, outcome.seconds, outcome.pid = started, time.perf_counter() - t0, os.getpid()
     return outcome
@@ -116,7 +116,7 @@ def run_trial_group(task: TrialTask) -> TrialOutcome:
 
 def _launch(task: TrialTask) -> tuple[TrialOutcome | None, str]:
     """One launch of the group: rank 0's outcome, else ``None`` and why the group failed."""
-    backend = backend_for(task.device)
+    backend = backend_for(task.setup.device)
     # fork is quick, and safe on the CPU from a process of one torch thread (the default pool's
     # workers); after a pool of OpenMP threads, or for CUDA, a rank must start afresh
     one_thread = torch.get_num_threads() == 1
@@ -125,8 +125,8 @@ def _launch(task: TrialTask) -> tuple[TrialOutcome | None, str]:
         result = Path(tmp) / "rank0.pkl"
         error = ""
         try:
-            timeout = timedelta(seconds=task.collective_timeout)
-            with _gpus_of(task, backend), idist.Parallel(backend=backend, nproc_per_node=task.processes,
+            timeout = timedelta(seconds=task.setup.collective_timeout)
+            with _gpus_of(task, backend), idist.Parallel(backend=backend, nproc_per_node=task.setup.processes,
                                                          master_port=_free_port(), timeout=timeout,
                                                          start_method=method) as group:
                 group.run(_rank_main, task, str(result))
@@ -146,7 +146,7 @@ def _gpus_of(task: TrialTask, backend: str) -> Iterator[None]:
         yield
         return
     before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    gpus = group_gpus(visible_gpus(), task.device, task.trial_id, task.processes)
+    gpus = group_gpus(visible_gpus(), task.setup.device, task.trial_id, task.setup.processes)
     logger.info("trial %d: ranks on GPUs %s", task.trial_id, ", ".join(gpus))
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     try:
@@ -195,11 +195,11 @@ class RankPlacement(TrialPlacement):
         self._batches: RankBatches | None = None
 
     def device(self, task: TrialTask) -> torch.device:
-        if backend_for(task.device) == "nccl":
+        if backend_for(task.setup.device) == "nccl":
             device = torch.device("cuda", torch.cuda.current_device())  # ignite set it from the local rank
             label = f"cuda:{visible_gpus()[device.index]}"  # the GPU's name outside the group
         else:
-            device = resolve_device(task.device)
+            device = resolve_device(task.setup.device)
             label = str(device)
         gathered: list[str] = idist.all_gather(label)  # type: ignore[assignment]  # a collective: all ranks
         self.devices = tuple(gathered)

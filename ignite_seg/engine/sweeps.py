@@ -345,9 +345,7 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
 
 
 def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
-    o = recipe.options
-    return make_optimizer(model, o.optimizer, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay,
-                          betas=o.betas, eps=o.eps)
+    return make_optimizer(model, recipe.options, lr=lr)
 
 
 def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:

@@ -44,7 +44,7 @@ import torch
 from ignite.engine import Engine, Events
 from ignite.utils import manual_seed
 
-from ..config.hyperparameters import FixedHyperparameters, OptimizerName
+from ..config.hyperparameters import FixedHyperparameters, OptimizerSpec
 from ..config.specs import LoaderSpec
 from ..exceptions import CheckpointWriteError
 from ..runtime.workers import report_progress
@@ -58,11 +58,11 @@ from .models import as_model
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
 from .schedules import build_scheduler
 from .scoring import Scorer
-from .trial_records import TrialOutcome, TrialTask
+from .trial_records import TrialOutcome, TrialSetup, TrialTask
 from .user_handlers import HandlerContext, SnapshotEvaluator, attach_user_handlers, collect_output
 
 __all__ = [
-    "TrialTask", "TrialOutcome", "Recipe", "build_recipe", "loss_to",
+    "TrialSetup", "TrialTask", "TrialOutcome", "Recipe", "build_recipe", "loss_to",
     "create_trainer", "make_optimizer", "ThroughTimeRecorder", "HiddenRecorder", "run_trial",
     "TrialPlacement", "set_threads", "resolve_device", "state_dict_bytes",
 ]
@@ -119,15 +119,18 @@ def state_dict_bytes(model: torch.nn.Module) -> bytes:
     return buf.getvalue()
 
 
-def make_optimizer(
-    model: torch.nn.Module, optimizer: OptimizerName, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
-    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-) -> torch.optim.Optimizer:
-    """SGD (with ``momentum``) or AdamW (with ``betas``, ``eps``) over the model's parameters; each
-    ignores the other's options."""
-    if optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+def make_optimizer(model: torch.nn.Module, spec: OptimizerSpec, *, lr: float) -> torch.optim.Optimizer:
+    """``spec``'s optimizer over the model's parameters at learning rate ``lr``: SGD (with ``momentum``)
+    or AdamW (with ``betas``, ``eps``), each ignoring the other's options.
+
+    Example:
+        >>> make_optimizer(torch.nn.Linear(2, 1), OptimizerSpec(optimizer="adamw", eps=1e-6), lr=0.01).defaults["eps"]
+        1e-06
+    """
+    if spec.optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=spec.betas, eps=spec.eps,
+                                 weight_decay=spec.weight_decay)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=spec.momentum, weight_decay=spec.weight_decay)
 
 
 def create_trainer(
@@ -203,7 +206,7 @@ class TrialPlacement:
     devices: tuple[str, ...] = ()
 
     def device(self, task: TrialTask) -> torch.device:
-        device = resolve_device(task.device, task.trial_id)
+        device = resolve_device(task.setup.device, task.trial_id)
         self.devices = (str(device),)
         return device
 
@@ -306,20 +309,20 @@ def _attach_user_handlers(
 ) -> dict[str, Any]:
     """The user's handlers, after ignite_seg's own but before the checkpoints; the objects they
     registered for the checkpoints (``context.checkpoint``), by name."""
-    if not task.handlers:
+    if not task.setup.handlers:
         return {}
     model, eval_model, optimizer = live
     evaluator = SnapshotEvaluator(recorder).attach(engine)
     context = HandlerContext(model, eval_model, optimizer, evaluator, task.trial_id, output_dir)
-    return attach_user_handlers(task.handlers, engine, context)
+    return attach_user_handlers(task.setup.handlers, engine, context)
 
 
 def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: TrialPlacement) -> None:
-    hp = task.hparams
+    hp, setup = task.hparams, task.setup
     manual_seed(task.seed)  # torch, numpy and random: a dataset's augmentation may draw from any of them
     rng = np.random.default_rng(task.seed)
-    recipe = build_recipe(task.model, task.dataset, task.loss)
-    extra = {name: spec.build() for name, spec in task.metrics.items()}
+    recipe = build_recipe(setup.model, setup.dataset, setup.loss)
+    extra = {name: spec.build() for name, spec in setup.metrics.items()}
     outcome.val_names, outcome.metric_names = recipe.data.val_names, tuple(extra)
     device = placement.device(task)
     model = recipe.model.to(device)
@@ -331,17 +334,16 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
     batches = placement.batches(sources.train, hp.batch_size, task.seed)
     iters_per_epoch = len(batches)
 
-    optimizer = make_optimizer(model, hp.optimizer, lr=hp.lr_start, momentum=hp.momentum,
-                               weight_decay=hp.weight_decay, betas=hp.betas, eps=hp.eps)
+    optimizer = make_optimizer(model, hp.optimizer_spec, lr=hp.lr_start)
     engine = placement.trainer(model, optimizer, loss_fn, device, hp, _training_prepare(recipe, sources.train, device))
     scheduler = build_scheduler(hp, iters_per_epoch, optimizer)
     engine.add_event_handler(Events.ITERATION_STARTED, scheduler)
     eval_model = attach_ema(engine, model, hp.ema_decay)  # the model itself without EMA
     guard = DivergenceStop()
     guard.attach(engine)
-    scorer = Scorer(loss_fn, task.accuracy_style, extra, prepare_batch=passthrough, val_only=task.val_only_metrics,
+    scorer = Scorer(loss_fn, setup.accuracy_style, extra, prepare_batch=passthrough, val_only=setup.val_only_metrics,
                     class_dim=recipe.data.class_dim)
-    recorder = ThroughTimeRecorder(scorer, eval_model, sets, iters_per_epoch, hp.epochs, task.snapshots_per_epoch)
+    recorder = ThroughTimeRecorder(scorer, eval_model, sets, iters_per_epoch, hp.epochs, setup.snapshots_per_epoch)
     recorder.attach(engine)
     EpochLog(recorder, task.trial_id, hp.epochs, recipe.data.val_names).attach(engine)
     hidden = None
@@ -349,7 +351,7 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
         sample = sources.val["val"].take(val_indices[:HIDDEN_POINTS])  # the first fixed val points
         hidden = HiddenRecorder(eval_model, recipe.prepare_batch(sample, device, False))
         hidden.attach(engine)
-    best = attach_best(engine, eval_model, recorder, task.best_metric, task.best_mode, task.best_parts)
+    best = attach_best(engine, eval_model, recorder, setup.best_metric, setup.best_mode, setup.best_parts)
     saved = {"trainer": engine, "model": model, "optimizer": optimizer, "scheduler": scheduler, "recorder": recorder,
              "ema_model": eval_model if eval_model is not model else None, "guard": guard, "hidden": hidden,
              "best": best, "grad_scaler": getattr(engine, "grad_scaler", None)}

@@ -12,41 +12,58 @@ from ..storage.result_keys import BestRecord, Mode
 from .checkpoints import CheckpointPlan, CheckpointReport
 from .scoring import AccuracyStyle
 
-__all__ = ["TrialStatus", "TrialTask", "TrialOutcome"]
+__all__ = ["TrialStatus", "TrialSetup", "TrialTask", "TrialOutcome"]
 
 TrialStatus = Literal["completed", "diverged", "failed"]
 
 
 @dataclass(frozen=True)
-class TrialTask:
-    """Everything a worker needs to run one trial (picklable, sent to the worker)."""
+class TrialSetup:
+    """What every trial of a run shares: the loaders, how the trial is measured and what it keeps.
 
-    trial_id: int
+    The validated call holds one (:attr:`ignite_seg.run_config.RunConfig.setup`); each
+    :class:`TrialTask` carries it to its worker unchanged.
+    """
+
     model: LoaderSpec
     dataset: LoaderSpec
     loss: LoaderSpec
-    hparams: FixedHyperparameters
     accuracy_style: AccuracyStyle
-    seed: int
     device: str = "auto"
     snapshots_per_epoch: int = 10
-    record_hidden: bool = False
-    threads: int | None = None
     #: custom ignite ``Metric``s by name, built in the worker
     metrics: Mapping[str, LoaderSpec] = field(default_factory=dict)
     #: keep the weights of the snapshot where this metric (``loss``, ``perf`` or a custom one) is best
     best_metric: str | None = None
     best_mode: Mode | None = None
-    val_only_metrics: tuple[str, ...] = ()  #: custom metrics measured on the validation sets only (NaN on train)
     best_parts: tuple[str, ...] = ("val",)  #: the parts (``val``, ``val_<name>``) whose mean of best_metric is best
+    val_only_metrics: tuple[str, ...] = ()  #: custom metrics measured on the validation sets only (NaN on train)
     #: user handlers: specs that build ``attach(trainer, context)``, attached after ours
     handlers: tuple[LoaderSpec, ...] = ()
-    #: mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`); ``None``: none written or read
-    checkpoints: CheckpointPlan | None = None
-    #: processes training this trial together (:mod:`~ignite_seg.engine.distributed` when > 1)
+    #: processes training each trial together (:mod:`~ignite_seg.engine.distributed` when > 1)
     processes: int = 1
     #: seconds a collective may wait for a lost process of the trial's group before the trial fails
     collective_timeout: float = 300.0
+
+    @property
+    def specs(self) -> dict[str, LoaderSpec]:
+        """The three loaders by name (``model``, ``dataset``, ``loss``), as run.json records them."""
+        return {"model": self.model, "dataset": self.dataset, "loss": self.loss}
+
+
+@dataclass(frozen=True)
+class TrialTask:
+    """Everything a worker needs to run one trial (picklable, sent to the worker): the run's
+    :class:`TrialSetup` and what is this trial's own."""
+
+    trial_id: int
+    setup: TrialSetup
+    hparams: FixedHyperparameters
+    seed: int
+    record_hidden: bool = False
+    threads: int | None = None
+    #: mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`); ``None``: none written or read
+    checkpoints: CheckpointPlan | None = None
 
 
 @dataclass

@@ -27,11 +27,12 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from ..analysis.settings import AnalysisSettings, resolve_analysis
-from ..api import WORKER_PRELOAD, LoaderLike, run_validated, validate
+from ..api import WORKER_PRELOAD, run_validated
 from ..config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from ..config.specs import normalize_spec
 from ..exceptions import ConfigError, FolderError
-from ..run_plan import RunConfig, TrainResult, train_result
+from ..run_config import LoaderLike, RunConfig, validate
+from ..run_plan import TrainResult, train_result
 from ..runtime.logs import ensure_logging
 from ..runtime.tasks import TaskRunner
 from ..storage.atomic import atomic_write_bytes, read_json, write_json
@@ -140,10 +141,12 @@ def sweep(
     for p in pts:  # every point checked before anything is written
         model, dataset, loss = (point_spec(spec, p) if name == vary else spec for name, spec in base.items())
         cfgs.append(validate(
-            loaders=(model, dataset, loss), folders=(root / "points" / str(p.index), root / "points_history"),
-            recipe=(hyperparameters, point_analysis, point_analysis, accuracy_style),
-            plan=(trials, trials_strict, True, point_seed(base_seed, p.index), snapshots_per_epoch),
-            compute=(cores, executor, device, trial_timeout), custom=(None, None, None, None, None),
+            model_loader=model, dataset_loader=dataset, loss_loader=loss, folder=root / "points" / str(p.index),
+            history_folder=root / "points_history", hyperparameters=hyperparameters, analysis=point_analysis,
+            allow_later_analysis_up_to=point_analysis, accuracy_style=accuracy_style, trials=trials,
+            trials_strict=trials_strict, is_continuation=True, seed=point_seed(base_seed, p.index),
+            snapshots_per_epoch=snapshots_per_epoch, cores=cores, executor=executor, device=device,
+            trial_timeout=trial_timeout,
         ))
     for p, cfg in zip(pts, cfgs):
         _probe_point(p, cfg)
@@ -169,7 +172,7 @@ def _probe_point(p: SweepPoint, cfg: RunConfig) -> None:
     from ..engine.probe import probe_recipe
 
     try:
-        probe_recipe(cfg.specs["model"], cfg.specs["dataset"], cfg.specs["loss"], cfg.accuracy_style)
+        probe_recipe(cfg.setup.specs["model"], cfg.setup.specs["dataset"], cfg.setup.specs["loss"], cfg.setup.accuracy_style)
     except ConfigError as exc:
         raise type(exc)(f"points[{p.index}] ({p.label}): {exc}") from exc
 

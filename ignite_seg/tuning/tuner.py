@@ -23,7 +23,7 @@ from typing import Any, Iterable, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from ..config.hyperparameters import FixedHyperparameters, HyperparameterSettings
+from ..config.hyperparameters import FixedHyperparameters, HyperparameterSettings, RecipeOptions
 from ..config.specs import LoaderSpec
 from ..engine.schedule_text import describe_schedule
 from ..engine.scoring import AccuracyStyle
@@ -205,9 +205,8 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
     lrs = schedule_lrs(s.schedule, lr_min, lr_max)  # the peak of a peak-first schedule lies inside the range
     final = FixedHyperparameters(
         lr_start=float(lrs.lr_start), lr_end=float(lrs.lr_end), batch_size=int(batch_size),
-        cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs), schedule=s.schedule,
-        warmup_epochs=s.warmup_epochs, warmup_steps=s.warmup_steps, ema_decay=s.ema_decay,
-        **t.recipe.options.fields(),
+        cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs),
+        **RecipeOptions.values(s),  # the settings' optimizer, update options, schedule shape and EMA
     )
     description = describe_schedule(final)
     logger.info("schedule: %s", description)
