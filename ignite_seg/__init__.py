@@ -6,9 +6,9 @@ need torch (``train``, ``load_model``, their records) are imported on first use 
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING
 
-from typing import TYPE_CHECKING  # noqa: E402
+from ._version import __version__
 
 from .analysis import analyze  # noqa: E402
 from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings  # noqa: E402

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .analysis.outcomes import loss_rise
 from .analysis.settings import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
