@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._version import __version__
-
-from .analysis import analyze  # noqa: E402
-from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings  # noqa: E402
-from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings  # noqa: E402
-from .config.presets import PRESETS, get_preset  # noqa: E402
-from .exceptions import (  # noqa: E402
+from .analysis import analyze
+from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings
+from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
+from .config.presets import PRESETS, get_preset
+from .exceptions import (
     AnalysisUnavailableError,
     ConfigError,
     ConfigTypeError,

@@ -11,8 +11,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "ignite_seg"
 MAX_MODULE_LINES = 450
 MAX_BODY_LINES = 60
