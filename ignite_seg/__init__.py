@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .analysis import analyze
-from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings
+from .config.analysis import ANALYSIS_PRESETS, AnalysisSettings
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.presets import PRESETS, get_preset
 from .exceptions import (
@@ -28,12 +28,12 @@ if TYPE_CHECKING:  # the lazy names, typed for checkers and editors
     from .engine.batching import Data
     from .param_sweep import SweepResult, sweep
     from .tune_only import TuneResult, tune
-    from .tuning.range_test import RangeTestResult, lr_range_test
+    from .tuning.lr_finder import RangeTestResult, lr_range_test
 
 _LAZY = {
     "Data": "engine.batching", "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api",
-    "tune": "tune_only", "TuneResult": "tune_only", "lr_range_test": "tuning.range_test",
-    "RangeTestResult": "tuning.range_test", "sweep": "param_sweep", "SweepResult": "param_sweep",
+    "tune": "tune_only", "TuneResult": "tune_only", "lr_range_test": "tuning.lr_finder",
+    "RangeTestResult": "tuning.lr_finder", "sweep": "param_sweep", "SweepResult": "param_sweep",
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from .analysis.settings import AnalysisSettings, resolve_analysis
+from .config.analysis import AnalysisSettings, resolve_analysis
 from .config.checks import (
     check_best,
     check_best_over,
@@ -378,10 +378,10 @@ def _hyperparameters(
         existing = FixedHyperparameters.from_dict(read_json(final))
         logger.info("reusing the folder's tuned hyperparameters %s", existing)
         return existing
-    from .tuning.tuner import tune
+    from .tuning.recipe import choose_recipe
 
     assert cfg.seed is not None  # settled
-    return tune(runner, rf, settings, cfg.specs, accuracy_style=cfg.accuracy_style, facts=facts, seed=cfg.seed,
+    return choose_recipe(runner, rf, settings, cfg.specs, accuracy_style=cfg.accuracy_style, facts=facts, seed=cfg.seed,
                 device=cfg.device)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ._version import __version__
 from .analysis.outcomes import loss_rise
-from .analysis.settings import AnalysisSettings, resolve_analysis
+from .config.analysis import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import DESCRIBE_MAX, LoaderSpec, normalize_spec
 from .engine.checkpoints import CheckpointPlan, folder_visible, log_checkpoint_report

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Mapping
 
-from .analysis.settings import AnalysisSettings, resolve_analysis
 from .api import LoaderLike, run_validated, validate
+from .config.analysis import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .exceptions import ConfigError
 from .runtime.logs import ensure_logging

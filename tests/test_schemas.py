@@ -34,7 +34,7 @@ from ignite_seg.storage.schemas import (
     SchemaError,
     read_final,
 )
-from ignite_seg.tuning.tuner import tune
+from ignite_seg.tuning.recipe import choose_recipe
 
 SPECS = {"model": normalize_spec(("tasks", "mlp", (), {}), "model_loader"),
          "dataset": normalize_spec(("tasks", "blobs", (), {}), "dataset_loader"),
@@ -140,7 +140,7 @@ def tuned(tmp_path_factory):
     with TaskRunner(2) as runner:
         for name, settings in (("fastest", get_preset("fastest")), ("search", search)):
             rf = RunFolder(root / name)
-            hp = tune(runner, rf, settings, SPECS, accuracy_style="classification", facts={"n_train": 96},
+            hp = choose_recipe(runner, rf, settings, SPECS, accuracy_style="classification", facts={"n_train": 96},
                       seed=1, device="cpu")
             out[name] = (rf, hp)
     return out

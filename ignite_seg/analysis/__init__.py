@@ -14,8 +14,8 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, Generator
 
+from ..config.analysis import LEVELS, AnalysisSettings, resolve_analysis
 from ..exceptions import AnalysisUnavailableError, FolderError
-from .settings import LEVELS, AnalysisSettings, resolve_analysis
 
 if TYPE_CHECKING:
     from ..storage.run_folder import RunFolder

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from ..config.analysis import AnalysisSettings
 from ..exceptions import AnalysisUnavailableError
 from ._mpl import new_figure
 from .scenes import BUILDERS, Scene, scene_plan
-from .settings import AnalysisSettings
 
 if TYPE_CHECKING:
     from matplotlib.backends.backend_agg import FigureCanvasAgg

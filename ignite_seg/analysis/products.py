@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 
+from ..config.analysis import AnalysisSettings
 from ..storage.atomic import to_jsonable
 from ..storage.result_keys import ResultKeys
 from ..storage.run_folder import RunFolder
 from . import batch, captions, curves, hidden, lr, metrics, view
 from ._mpl import png_bytes
 from .load import HPARAM_FILES, hidden_path, read_json_or_none
-from .settings import AnalysisSettings
 from .text import render_markdown, summary_json
 
 if TYPE_CHECKING:

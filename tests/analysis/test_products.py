@@ -12,7 +12,7 @@ from ignite_seg.analysis import products
 from ignite_seg.analysis.products import PRODUCTS, Entry, Part, Product, plan
 from ignite_seg.analysis.report import render_index
 from ignite_seg.analysis.scenes import scene_plan
-from ignite_seg.analysis.settings import AnalysisSettings, resolve_analysis
+from ignite_seg.config.analysis import AnalysisSettings, resolve_analysis
 from ignite_seg.storage.atomic import read_json
 from ignite_seg.storage.run_folder import RunFolder
 
