@@ -24,16 +24,14 @@ from .exceptions import (
 )
 
 if TYPE_CHECKING:  # the lazy names, typed for checkers and editors
-    from .api import TrainResult, TrialSummary, load_model, train
-    from .engine.batching import Data
     from .param_sweep import SweepResult, sweep
-    from .tune_only import TuneResult, tune
-    from .tuning.lr_finder import RangeTestResult, lr_range_test
+    from .trainer import Data, TrainResult, TrialSummary, load_model, train
+    from .tuner import RangeTestResult, TuneResult, lr_range_test, tune
 
 _LAZY = {
-    "Data": "engine.batching", "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api",
-    "tune": "tune_only", "TuneResult": "tune_only", "lr_range_test": "tuning.lr_finder",
-    "RangeTestResult": "tuning.lr_finder", "sweep": "param_sweep", "SweepResult": "param_sweep",
+    "Data": "trainer", "train": "trainer", "load_model": "trainer", "TrainResult": "trainer", "TrialSummary": "trainer",
+    "tune": "tuner", "TuneResult": "tuner", "lr_range_test": "tuner", "RangeTestResult": "tuner",
+    "sweep": "param_sweep", "SweepResult": "param_sweep",
 }
 
 

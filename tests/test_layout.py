@@ -11,6 +11,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "ignite_seg"
 MAX_MODULE_LINES = 450
 MAX_BODY_LINES = 60
@@ -199,6 +201,7 @@ def test_the_documented_layers_are_the_tested_ones():
 #: The package root re-exports the public API from every layer: it is the top.
 LAYERS = {
     "ignite_seg._version": 0,
+    "ignite_seg._lazy": 0,
     "ignite_seg.exceptions": 0,
     "ignite_seg.smoothing": 0,
     "ignite_seg.config": 1,
@@ -212,7 +215,8 @@ LAYERS = {
     "ignite_seg.api": 6,
     "ignite_seg.loading": 5,
     "ignite_seg.reanalyze": 6,
-    "ignite_seg.tune_only": 7,
+    "ignite_seg.tuner": 7,
+    "ignite_seg.trainer": 7,
     "ignite_seg.param_sweep": 7,
     "ignite_seg.utils": 1,
     "ignite_seg.hyperparams": 2,
@@ -273,3 +277,15 @@ def test_importing_the_package_imports_neither_torch_nor_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("package", ["config", "storage", "runtime", "engine", "tuning", "analysis", "param_sweep",
+                                     "gen_sweep"])
+def test_each_layer_names_what_it_exposes(package):
+    """Each sub-package's ``__init__`` has an ``__all__``, and every name in it resolves (lazily or not)."""
+    import importlib
+
+    mod = importlib.import_module(f"ignite_seg.{package}")
+    assert mod.__all__, f"ignite_seg.{package}.__init__ names nothing in __all__"
+    missing = [name for name in mod.__all__ if not hasattr(mod, name)]
+    assert not missing, f"ignite_seg.{package}.__all__ names what it does not have: {missing}"
