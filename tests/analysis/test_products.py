@@ -18,7 +18,8 @@ from ignite_seg.storage.run_folder import RunFolder
 
 
 def _fake(name: str, outputs: tuple[str, ...], build, **kw) -> Product:
-    return Product(name, "text", outputs, lambda rf: [rf.run_json], lambda rf: True, 0.1, lambda s: {}, build, **kw)
+    return Product(name=name, needs="text", outputs=outputs, inputs=lambda rf: [rf.run_json], available=lambda snap: True,
+                   cost=0.1, key=lambda s: {}, build=build, **kw)
 
 
 def test_every_product_is_reported_and_planned(tiny_run: Path):
