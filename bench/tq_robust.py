@@ -84,7 +84,7 @@ def main() -> None:
     from ignite_seg import FixedHyperparameters
     from ignite_seg.runtime.tasks import TaskRunner
     from ignite_seg.storage.run_folder import RunFolder
-    from ignite_seg.tuning.tuner import tune
+    from ignite_seg.tuning.recipe import choose_recipe
 
     TASKS.update(ROBUST_TASKS)
     ap = argparse.ArgumentParser()
@@ -115,7 +115,7 @@ def main() -> None:
             for seed in (int(s) for s in args.seeds.split(",")):
                 with tempfile.TemporaryDirectory(prefix="ignite_seg_robust_") as tmp:
                     rf, t0 = RunFolder(tmp), time.perf_counter()
-                    hp = tune(runner, rf, _settings(args.preset, args.recipe), _specs(task),
+                    hp = choose_recipe(runner, rf, _settings(args.preset, args.recipe), _specs(task),
                               accuracy_style=task["style"], facts=_facts(task), seed=seed, device="cpu")
                     misc = json.loads((rf.hparams / "misc.json").read_text())
                 out["tunes"].append({"seed": seed, "wall_s": time.perf_counter() - t0, "final": hp.to_dict(),

@@ -63,7 +63,7 @@ def _recipe(n: int) -> Any:
     from ignite_seg.config.presets import get_preset
     from ignite_seg.config.specs import normalize_spec
     from ignite_seg.engine.sweeps import RecipeSpec
-    from ignite_seg.tuning.tuner import holdout_indices
+    from ignite_seg.tuning.recipe import holdout_indices
 
     specs = task_specs(n)
     hold = holdout_indices(n, get_preset("fast"), 0)
@@ -102,8 +102,8 @@ def part_units(n: int = 2_000, iters: int = 80) -> dict[str, float]:
 def plan_row(preset: str, which: str, n: int, units: dict[str, float]) -> dict[str, Any]:
     """Counts and their worker-seconds at the ``units`` prices, for one preset, variant and size."""
     from ignite_seg.tuning.budget import batch_budget_epochs, sweep_plan
+    from ignite_seg.tuning.recipe import holdout_indices
     from ignite_seg.tuning.schedule import choose_schedule
-    from ignite_seg.tuning.tuner import holdout_indices
 
     s = variant(preset, which)
     n_fit = n - len(holdout_indices(n, s, 0))
@@ -180,7 +180,7 @@ def part_sampling(repeats: int = 4) -> list[dict[str, Any]]:
     from ignite_seg.tuning.budget import fill_sampled, holdout_measured_at
     from ignite_seg.tuning.context import derive_seed
     from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range, geometric_lrs
-    from ignite_seg.tuning.tuner import _stack, holdout_indices
+    from ignite_seg.tuning.recipe import _stack, holdout_indices
 
     s, n, iters = get_preset("fast"), 1437, 486
     recipe = RecipeSpec(model=normalize_spec(DIGITS["model"], "m"), dataset=normalize_spec(DIGITS["dataset"], "d"),

@@ -241,7 +241,7 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
     """
     from ignite_seg.config.presets import get_preset
     from ignite_seg.storage.run_folder import RunFolder
-    from ignite_seg.tuning.tuner import tune
+    from ignite_seg.tuning.recipe import choose_recipe
 
     task = TASKS[name]
     facts = _facts(task)
@@ -253,7 +253,7 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
             with tempfile.TemporaryDirectory(prefix="ignite_seg_bench_") as tmp:
                 rf = RunFolder(tmp)
                 t0, cpu0 = time.perf_counter(), worker_cpu_seconds()
-                hp = tune(runner, rf, settings, _specs(task), accuracy_style=task["style"], facts=facts, seed=seed,
+                hp = choose_recipe(runner, rf, settings, _specs(task), accuracy_style=task["style"], facts=facts, seed=seed,
                           device="cpu")
                 tuning_wall.append(time.perf_counter() - t0)
                 tuning_cpu.append(worker_cpu_seconds() - cpu0)
@@ -382,7 +382,7 @@ def part_stability(runner: Any, name: str, presets: list[str], seeds: int = 10) 
     """
     from ignite_seg.config.presets import get_preset
     from ignite_seg.storage.run_folder import RunFolder
-    from ignite_seg.tuning.tuner import tune
+    from ignite_seg.tuning.recipe import choose_recipe
 
     task = TASKS[name]
     out: dict[str, Any] = {}
@@ -391,7 +391,7 @@ def part_stability(runner: Any, name: str, presets: list[str], seeds: int = 10) 
         for seed in range(seeds):
             with tempfile.TemporaryDirectory(prefix="ignite_seg_bench_") as tmp:
                 t0 = time.perf_counter()
-                chosen.append(tune(runner, RunFolder(tmp), get_preset(preset), _specs(task),
+                chosen.append(choose_recipe(runner, RunFolder(tmp), get_preset(preset), _specs(task),
                                    accuracy_style=task["style"], facts=_facts(task), seed=seed, device="cpu"))
                 walls.append(time.perf_counter() - t0)
                 misc = json.loads((Path(tmp) / "hparams/misc.json").read_text())

@@ -6,15 +6,14 @@ need torch (``train``, ``load_model``, their records) are imported on first use 
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING
 
-from typing import TYPE_CHECKING  # noqa: E402
-
-from .analysis import analyze  # noqa: E402
-from .analysis.settings import ANALYSIS_PRESETS, AnalysisSettings  # noqa: E402
-from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings  # noqa: E402
-from .config.presets import PRESETS, get_preset  # noqa: E402
-from .exceptions import (  # noqa: E402
+from ._version import __version__
+from .analysis import analyze
+from .config.analysis import ANALYSIS_PRESETS, AnalysisSettings
+from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
+from .config.presets import PRESETS, get_preset
+from .exceptions import (
     AnalysisUnavailableError,
     ConfigError,
     ConfigTypeError,
@@ -25,16 +24,14 @@ from .exceptions import (  # noqa: E402
 )
 
 if TYPE_CHECKING:  # the lazy names, typed for checkers and editors
-    from .api import TrainResult, TrialSummary, load_model, train
-    from .engine.batching import Data
     from .param_sweep import SweepResult, sweep
-    from .tune_only import TuneResult, tune
-    from .tuning.range_test import RangeTestResult, lr_range_test
+    from .trainer import Data, TrainResult, TrialSummary, load_model, train
+    from .tuner import RangeTestResult, TuneResult, lr_range_test, tune
 
 _LAZY = {
-    "Data": "engine.batching", "train": "api", "load_model": "api", "TrainResult": "api", "TrialSummary": "api",
-    "tune": "tune_only", "TuneResult": "tune_only", "lr_range_test": "tuning.range_test",
-    "RangeTestResult": "tuning.range_test", "sweep": "param_sweep", "SweepResult": "param_sweep",
+    "Data": "trainer", "train": "trainer", "load_model": "trainer", "TrainResult": "trainer", "TrialSummary": "trainer",
+    "tune": "tuner", "TuneResult": "tuner", "lr_range_test": "tuner", "RangeTestResult": "tuner",
+    "sweep": "param_sweep", "SweepResult": "param_sweep",
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from .analysis.settings import AnalysisSettings
+from .config.analysis import AnalysisSettings
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import refers_to_main
 from .engine.best import best_parts
@@ -312,11 +312,11 @@ def _hyperparameters(
         existing = FixedHyperparameters.from_dict(read_json(final))
         logger.info("reusing the folder's tuned hyperparameters %s", existing)
         return existing
-    from .tuning.tuner import tune
+    from .tuning.recipe import choose_recipe
 
     assert cfg.seed is not None  # settled
-    return tune(runner, rf, settings, cfg.setup.specs, accuracy_style=cfg.setup.accuracy_style, facts=facts, seed=cfg.seed,
-                device=cfg.setup.device)
+    return choose_recipe(runner, rf, settings, cfg.setup.specs, accuracy_style=cfg.setup.accuracy_style, facts=facts,
+                         seed=cfg.seed, device=cfg.setup.device)
 
 
 def _lost_outcome(lost: TaskLost[Any]) -> Any:

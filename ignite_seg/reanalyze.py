@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 
-from .analysis.settings import ALIASES, LEVELS
+from .config.analysis import ALIASES, LEVELS
 from .exceptions import AnalysisUnavailableError, ConfigError, FolderError
 
 __all__ = ["main"]

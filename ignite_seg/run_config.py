@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from .analysis.settings import AnalysisSettings, resolve_analysis
+from .config.analysis import AnalysisSettings, resolve_analysis
 from .config.checks import (
     check_best,
     check_best_over,

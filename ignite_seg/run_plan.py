@@ -18,9 +18,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .analysis.outcomes import loss_rise
-from .analysis.settings import resolve_analysis
+from .config.analysis import resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import DESCRIBE_MAX, LoaderSpec
 from .engine.checkpoints import CheckpointPlan, folder_visible, log_checkpoint_report

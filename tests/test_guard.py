@@ -23,8 +23,8 @@ from ignite_seg.tuning.guard import (
     guard_steps,
     judge,
 )
+from ignite_seg.tuning.recipe import _start
 from ignite_seg.tuning.schedule import schedule_lrs
-from ignite_seg.tuning.tuner import _start
 
 
 def test_judge_known_verdicts():

@@ -1,12 +1,14 @@
 """The package's shape, held by tests: module and function sizes, parameter counts, imports.
 
-Limits (docs/architecture.md): a module at most 450 lines; a function body at most 60 lines (120 for
-figure-drawing code in ``analysis/``); at most 8 parameters except the public entry points; no import
-cycles between modules.
+Limits (docs/architecture.md, read from there by the tests): a module at most 450 lines; a function body
+at most 60 lines (120 for figure-drawing code in ``analysis/``); at most 8 parameters except the public
+entry points; no import cycles between modules; imports go down the layers, the package root at the top;
+the map of modules in docs/architecture.md is the package's files.
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -131,17 +133,75 @@ def test_no_import_cycles():
     assert not cycles, f"import cycles: {cycles}"
 
 
-@pytest.mark.parametrize("limit", [MAX_PARAMS])
-def test_the_limits_are_the_documented_ones(limit):
-    doc = (PACKAGE.parent / "docs" / "architecture.md")
-    if not doc.is_file():
-        pytest.skip("docs/architecture.md not written yet")
-    text = doc.read_text(encoding="utf-8")
-    assert str(MAX_MODULE_LINES) in text and str(MAX_BODY_LINES) in text and str(limit) in text
+DOC = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def _doc() -> str:
+    return DOC.read_text(encoding="utf-8")
+
+
+def test_the_limits_are_the_documented_ones():
+    """The sentence of docs/architecture.md that states the limits states these numbers and entry points."""
+    text = " ".join(_doc().split())
+    m = re.search(r"no module over (\d+) lines; no function body over (\d+) lines \((\d+) for figure-drawing "
+                  r"code in `analysis/`\); no function with more than (\d+) parameters except the public entry "
+                  r"points ((?:`\w+`(?:, | and )?)+)", text)
+    assert m, "docs/architecture.md no longer states the limits in the sentence this test reads; restate them"
+    assert tuple(int(g) for g in m.groups()[:4]) == (MAX_MODULE_LINES, MAX_BODY_LINES, MAX_FIGURE_BODY_LINES,
+                                                      MAX_PARAMS)
+    assert set(re.findall(r"`(\w+)`", m.group(5))) == ENTRY_POINTS
+
+
+def _documented_layers() -> dict[str, int | None]:
+    """The layers block of docs/architecture.md: module or package name -> its layer (``None``: a module of
+    a package, which takes the package's layer). Several names may share a line (``a.py b.py  what``)."""
+    block = _doc().split("## The layers", 1)[1].split("```", 2)[1]
+    found: dict[str, int | None] = {}
+    package = ""
+    for line in block.splitlines()[1:]:
+        if not line.strip():
+            continue
+        nested = line.startswith("  ")
+        if line.startswith(" " * 20):  # a continuation of the description above
+            continue
+        names = []
+        for word in line.split():
+            if not re.fullmatch(r"[\w]+(\.py|/)", word):
+                break
+            names.append(word)
+        assert names, f"docs/architecture.md: a line of the layers block names no module: {line!r}"
+        layer = re.search(r"layers? ([\d, ]+)$", line.rstrip())
+        numbers = [int(n) for n in re.findall(r"\d+", layer.group(1))] if layer else []
+        for i, word in enumerate(names):
+            if nested:
+                found[f"ignite_seg.{package}.{word.removesuffix('.py')}"] = None
+                continue
+            package = word.removesuffix("/") if word.endswith("/") else package
+            assert numbers, f"docs/architecture.md: {word} has no layer ({line!r})"
+            found[f"ignite_seg.{word.removesuffix('.py').removesuffix('/')}"] = numbers[min(i, len(numbers) - 1)]
+    return found
+
+
+def test_the_documented_modules_are_the_files():
+    """Every module of the package is on docs/architecture.md's map, and nothing else is."""
+    documented = set(_documented_layers())
+    files = {_module_name(p) for p in _modules() if p.name != "__init__.py"}
+    files |= {_module_name(p) for p in _modules() if p.name == "__init__.py" and p.parent != PACKAGE}
+    files.discard("ignite_seg")
+    assert documented - files == set(), f"docs/architecture.md lists modules that do not exist: {sorted(documented - files)}"
+    assert files - documented == set(), f"modules missing from docs/architecture.md: {sorted(files - documented)}"
+
+
+def test_the_documented_layers_are_the_tested_ones():
+    documented = {name: layer for name, layer in _documented_layers().items() if layer is not None}
+    assert documented == {k: v for k, v in LAYERS.items() if k != "ignite_seg"}
 
 
 #: The layers, bottom up (docs/architecture.md); a module imports only from lower layers or its own package.
+#: The package root re-exports the public API from every layer: it is the top.
 LAYERS = {
+    "ignite_seg._version": 0,
+    "ignite_seg._lazy": 0,
     "ignite_seg.exceptions": 0,
     "ignite_seg.smoothing": 0,
     "ignite_seg.config": 1,
@@ -150,45 +210,63 @@ LAYERS = {
     "ignite_seg.engine": 3,
     "ignite_seg.tuning": 4,
     "ignite_seg.analysis": 4,
-    # the validated call: above analysis/ (it resolves AnalysisSettings there), below run_plan
-    "ignite_seg.run_config": 4.5,
+    "ignite_seg.run_config": 4,
     "ignite_seg.run_plan": 5,
     "ignite_seg.run_result": 4,
     "ignite_seg.api": 6,
     "ignite_seg.loading": 5,
     "ignite_seg.reanalyze": 6,
-    "ignite_seg.tune_only": 7,
+    "ignite_seg.tuner": 7,
+    "ignite_seg.trainer": 7,
     "ignite_seg.param_sweep": 7,
     "ignite_seg.utils": 1,
     "ignite_seg.hyperparams": 2,
     "ignite_seg.helper": 7,
     "ignite_seg.gen_sweep": 8,
     "ignite_seg.export": 6,
+    "ignite_seg": 9,
 }
 
 
 def _group(mod: str) -> str | None:
-    return max((g for g in LAYERS if mod == g or mod.startswith(g + ".")), key=len, default=None)
+    """The layer group of ``mod``: the longest name of :data:`LAYERS` it is or lies in (the root: only itself)."""
+    return max((g for g in LAYERS if mod == g or (g != "ignite_seg" and mod.startswith(g + "."))), key=len,
+               default=None)
 
 
-def test_no_upward_imports_between_the_layers():
+def _upward_imports(graph: dict[str, set[str]]) -> tuple[list[str], list[str]]:
+    """``(upward, unplaced)``: the imports of ``graph`` that do not go down the layers, the modules in none."""
     upward, unplaced = [], []
-    for path in _modules():
-        mod = _module_name(path)
-        if mod == "ignite_seg":  # the public surface re-exports from every layer
-            continue
+    for mod, deps in sorted(graph.items()):
         group = _group(mod)
         if group is None:
             unplaced.append(mod)
             continue
-        for dep in _imports(path):
+        for dep in sorted(deps):
             dep_group = _group(dep)
-            if dep == "ignite_seg" or dep_group == group:  # __version__ from the root; the own package
+            if dep_group == group and (dep != "ignite_seg" or mod == "ignite_seg"):  # its own package
                 continue
             if dep_group is None or LAYERS[dep_group] >= LAYERS[group]:
                 upward.append(f"{mod} -> {dep}")
+    return upward, unplaced
+
+
+def test_no_upward_imports_between_the_layers():
+    """Each module imports only from lower layers or its own package; the package root is the top layer,
+    so nothing below imports from it (``from . import __version__`` in a module is an upward import)."""
+    upward, unplaced = _upward_imports({_module_name(p): _imports(p) for p in _modules()})
     assert not unplaced, f"modules in no layer (add them to LAYERS and docs/architecture.md): {unplaced}"
     assert not upward, f"imports that do not go down the layers: {upward}"
+
+
+def test_the_layer_check_sees_an_import_from_the_root_and_one_sideways():
+    """The check itself, on hand-made graphs: the root, an equal layer and an unknown module are refused."""
+    assert _upward_imports({"ignite_seg.run_plan": {"ignite_seg"}})[0] == ["ignite_seg.run_plan -> ignite_seg"]
+    assert _upward_imports({"ignite_seg.analysis.x": {"ignite_seg.tuning.y"}})[0] == \
+        ["ignite_seg.analysis.x -> ignite_seg.tuning.y"]
+    assert _upward_imports({"ignite_seg.config.x": {"ignite_seg.exceptions", "ignite_seg.config.y"}})[0] == []
+    assert _upward_imports({"ignite_seg.newthing": set()})[1] == ["ignite_seg.newthing"]
+    assert _upward_imports({"ignite_seg": {"ignite_seg.api", "ignite_seg.analysis"}}) == ([], [])
 
 
 def test_importing_the_package_imports_neither_torch_nor_matplotlib():
@@ -200,3 +278,15 @@ def test_importing_the_package_imports_neither_torch_nor_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("package", ["config", "storage", "runtime", "engine", "tuning", "analysis", "param_sweep",
+                                     "gen_sweep"])
+def test_each_layer_names_what_it_exposes(package):
+    """Each sub-package's ``__init__`` has an ``__all__``, and every name in it resolves (lazily or not)."""
+    import importlib
+
+    mod = importlib.import_module(f"ignite_seg.{package}")
+    assert mod.__all__, f"ignite_seg.{package}.__init__ names nothing in __all__"
+    missing = [name for name in mod.__all__ if not hasattr(mod, name)]
+    assert not missing, f"ignite_seg.{package}.__all__ names what it does not have: {missing}"

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from ignite_seg import FixedHyperparameters, get_preset
-from ignite_seg.analysis import view
+from ignite_seg.analysis import extract
+from ignite_seg.analysis.snapshot import Snapshot
 from ignite_seg.analysis.text import TunerFiles, summary_info
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.runtime.tasks import TaskRunner
@@ -34,7 +35,7 @@ from ignite_seg.storage.schemas import (
     SchemaError,
     read_final,
 )
-from ignite_seg.tuning.tuner import tune
+from ignite_seg.tuning.recipe import choose_recipe
 
 SPECS = {"model": normalize_spec(("tasks", "mlp", (), {}), "model_loader"),
          "dataset": normalize_spec(("tasks", "blobs", (), {}), "dataset_loader"),
@@ -140,7 +141,7 @@ def tuned(tmp_path_factory):
     with TaskRunner(2) as runner:
         for name, settings in (("fastest", get_preset("fastest")), ("search", search)):
             rf = RunFolder(root / name)
-            hp = tune(runner, rf, settings, SPECS, accuracy_style="classification", facts={"n_train": 96},
+            hp = choose_recipe(runner, rf, settings, SPECS, accuracy_style="classification", facts={"n_train": 96},
                       seed=1, device="cpu")
             out[name] = (rf, hp)
     return out
@@ -168,10 +169,10 @@ def test_every_file_the_tuner_writes_reads_strictly_through_its_record(tuned, na
         assert not lr.rescan and sampled.bss.size == 0 and bs.bss.size == 0 and misc.steps.lr_rescan is None
     # ... and the analysis reads them: the figures' data agree with the records
     folder = str(rf.path)
-    assert view.lr_of(folder).lr_range == tuple(lr.lr_range.tolist())
-    batch = view.batch_of(folder)
+    assert extract.lr_of(Snapshot(folder)).lr_range == tuple(lr.lr_range.tolist())
+    batch = extract.batch_of(Snapshot(folder))
     assert batch is None if name == "fastest" else batch.chosen == hp.batch_size
-    assert view.schedule_of(folder).n_epochs == hp.epochs
+    assert extract.schedule_of(Snapshot(folder)).n_epochs == hp.epochs
 
 
 def test_a_folder_written_before_the_records_still_reads(tmp_path):
@@ -193,11 +194,11 @@ def test_a_folder_written_before_the_records_still_reads(tmp_path):
     old_misc = {"state": "complete", "steps": {"lr_range": {"lr_min": 2e-3, "lr_max": 0.1},
                                                "batch_size": {"chosen": 32, "reason": "best of 2"}}}
     write_json(h / MISC_JSON, old_misc)
-    lr = view.lr_of(str(rf.path))
+    lr = extract.lr_of(Snapshot(str(rf.path)))
     assert lr.loss_label == "training loss" and lr.lr_range == (2e-3, 0.1) and lr.n_repeats == 1
-    batch = view.batch_of(str(rf.path))
+    batch = extract.batch_of(Snapshot(str(rf.path)))
     assert batch.chosen == 32.0 and batch.final_batch_size == 32.0 and batch.noise_scale == 24.0
-    assert view.schedule_of(str(rf.path)).lr_end == 0.1
+    assert extract.schedule_of(Snapshot(str(rf.path))).lr_end == 0.1
     assert read_final(h / FINAL_JSON) == FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=32,
                                                               cycle_size_epochs=2.0, epochs=4)
     info = summary_info({}, read_final(h / FINAL_JSON).to_dict(), None, [], TunerFiles(

@@ -125,12 +125,12 @@ def test_a_tune_with_binding_caps_writes_the_sampled_curves_and_what_was_measure
 
     from ignite_seg.runtime.tasks import TaskRunner
     from ignite_seg.storage.run_folder import RunFolder
-    from ignite_seg.tuning.tuner import tune
+    from ignite_seg.tuning.recipe import choose_recipe
 
     s = dataclasses.replace(SMALL, lr_sweep_len=20.0, lr_sweep_min_iters=20, lr_sweep_max_examples=960, lr_holdout_evals=8,
                             batch_sweep_max_examples=100, rescan_lr_after_bs=False, batch_pts=2, batch_rn_min_inits=1)
     with TaskRunner(2) as runner:
-        tune(runner, RunFolder(tmp_path / "r"), s, specs(), accuracy_style="classification",
+        choose_recipe(runner, RunFolder(tmp_path / "r"), s, specs(), accuracy_style="classification",
              facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
     z = load(tmp_path / "r/hparams/lr_vs_perf.npz")
     misc = strict_json(tmp_path / "r/hparams/misc.json")

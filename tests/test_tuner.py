@@ -16,7 +16,7 @@ from ignite_seg.config.specs import normalize_spec
 from ignite_seg.runtime.tasks import TaskRunner
 from ignite_seg.storage.run_folder import RunFolder
 from ignite_seg.tuning.batch_search import centre_batch, scale_lr
-from ignite_seg.tuning.tuner import tune
+from ignite_seg.tuning.recipe import choose_recipe
 
 MLP = ("tasks", "mlp", (), {})
 BLOBS = ("tasks", "blobs", (), {})
@@ -154,7 +154,7 @@ def test_validation_set_is_never_read_and_the_holdout_comes_from_training(runner
     log_dir.mkdir()
     rf = RunFolder(tmp_path / "run")
     settings = dataclasses.replace(SMALL, rescan_lr_after_bs=False, batch_pts=2, batch_rn_min_inits=1)
-    hp = tune(runner, rf, settings, specs(("tuner_tasks", "logged_blobs", (str(log_dir),), {})),
+    hp = choose_recipe(runner, rf, settings, specs(("tuner_tasks", "logged_blobs", (str(log_dir),), {})),
               accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, seed=0, device="cpu")
     assert hp.batch_size in (8, 16, 32, 64)
     train_reads = read_log(str(log_dir), "train")
@@ -166,14 +166,14 @@ def test_validation_set_is_never_read_and_the_holdout_comes_from_training(runner
 def test_same_seed_same_choice_other_seed_other_holdout(runner, tmp_path):
     settings = dataclasses.replace(SMALL, rescan_lr_after_bs=False, batch_pts=2, batch_rn_min_inits=1)
     kw = dict(accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, device="cpu")
-    a = tune(runner, RunFolder(tmp_path / "a"), settings, specs(), seed=11, **kw)
-    b = tune(runner, RunFolder(tmp_path / "b"), settings, specs(), seed=11, **kw)
+    a = choose_recipe(runner, RunFolder(tmp_path / "a"), settings, specs(), seed=11, **kw)
+    b = choose_recipe(runner, RunFolder(tmp_path / "b"), settings, specs(), seed=11, **kw)
     assert a == b
     za, zb = load(tmp_path / "a/hparams/lr_vs_perf.npz"), load(tmp_path / "b/hparams/lr_vs_perf.npz")
     np.testing.assert_array_equal(za["losses"], zb["losses"])
     np.testing.assert_array_equal(load(tmp_path / "a/hparams/bs_sampled.npz")["scores"],
                                   load(tmp_path / "b/hparams/bs_sampled.npz")["scores"])
-    c = tune(runner, RunFolder(tmp_path / "c"), settings, specs(), seed=12, **kw)
+    c = choose_recipe(runner, RunFolder(tmp_path / "c"), settings, specs(), seed=12, **kw)
     zc = load(tmp_path / "c/hparams/lr_vs_perf.npz")
     assert not np.array_equal(np.nan_to_num(za["losses"]), np.nan_to_num(zc["losses"]))
     seeds_a = strict_json(tmp_path / "a/hparams/misc.json")["steps"]["lr_range"]["init_seeds"]
@@ -183,7 +183,7 @@ def test_same_seed_same_choice_other_seed_other_holdout(runner, tmp_path):
     assert c.lr_end > 0
     # lr_shared_init: every repeat from one initialisation (the same model before the first step)
     shared = dataclasses.replace(settings, lr_shared_init=True)
-    tune(runner, RunFolder(tmp_path / "d"), shared, specs(), seed=11, **kw)
+    choose_recipe(runner, RunFolder(tmp_path / "d"), shared, specs(), seed=11, **kw)
     misc_d = strict_json(tmp_path / "d/hparams/misc.json")["steps"]["lr_range"]
     assert len(set(misc_d["init_seeds"])) == 1 and misc_d["shared_init"] is True
 
@@ -191,7 +191,7 @@ def test_same_seed_same_choice_other_seed_other_holdout(runner, tmp_path):
 def test_nan_from_the_start_is_a_clear_tuning_error_and_leaves_no_final(runner, tmp_path):
     rf = RunFolder(tmp_path / "run")
     with pytest.raises(TuningError, match="not finite even at the sweep's first"):
-        tune(runner, rf, dataclasses.replace(SMALL, lr_min_inits=1), specs(model=("tuner_tasks", "NaNOut", (), {})),
+        choose_recipe(runner, rf, dataclasses.replace(SMALL, lr_min_inits=1), specs(model=("tuner_tasks", "NaNOut", (), {})),
              accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, seed=0, device="cpu")
     assert not (rf.hparams / "final.json").exists()  # so a continuation re-tunes
     assert strict_json(rf.hparams / "misc.json")["state"] == "running"
@@ -252,7 +252,7 @@ def test_presets_are_ordered_by_effort_and_round_trip():
 
 
 def test_every_settings_field_is_used_by_the_tuner():
-    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/tuner.py", "engine/sweeps.py",
+    src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/recipe.py", "engine/sweeps.py",
                                                                                   "tuning/batch_runs.py", "tuning/reasons.py",
                                                                                   "tuning/budget.py"))
     # the update options travel as one record (settings.options), read whole by the tuning runs
@@ -267,7 +267,7 @@ def test_a_single_candidate_is_chosen_without_runs(runner, tmp_path):
     # batch_pts=1: the one grid batch size nearest the centre; the tune used to fail writing bs_sampled.npz
     settings = dataclasses.replace(SMALL, batch_pts=1, rescan_lr_after_bs=False, lr_min_inits=1)
     rf = RunFolder(tmp_path / "run")
-    hp = tune(runner, rf, settings, specs(), accuracy_style="classification", facts={"n_train": 96, "n_val": 48},
+    hp = choose_recipe(runner, rf, settings, specs(), accuracy_style="classification", facts={"n_train": 96, "n_val": 48},
               seed=0, device="cpu")
     bs = load(rf.hparams / "bs_vs_perf.npz")
     centre = float(bs["noise_scale"]) * settings.noise_batch_frac
@@ -285,7 +285,7 @@ def test_a_noise_scale_that_cannot_be_measured_is_logged_and_recorded_as_the_fal
                                    noise_chunks=4, lr_sweep_min_iters=60)
     rf = RunFolder(tmp_path / "run")
     with caplog.at_level("INFO", logger="ignite_seg"):
-        hp = tune(runner, rf, settings, specs(), accuracy_style="classification", facts={"n_train": 96, "n_val": 48},
+        hp = choose_recipe(runner, rf, settings, specs(), accuracy_style="classification", facts={"n_train": 96, "n_val": 48},
                   seed=0, device="cpu")
     step = strict_json(rf.hparams / "misc.json")["steps"]["batch_size"]
     assert step["noise_scale"] is None and step["rule"] == "fallback" and hp.batch_size == 8  # grid point nearest 4

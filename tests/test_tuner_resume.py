@@ -11,8 +11,8 @@ from test_tuner import SMALL, specs
 from ignite_seg.engine.sweeps import BatchRunResult, BatchRunTask, LRSweepResult, RecipeSpec
 from ignite_seg.runtime.tasks import TaskRunner
 from ignite_seg.storage.run_folder import RunFolder
+from ignite_seg.tuning.recipe import choose_recipe
 from ignite_seg.tuning.task_store import TASKS_DIR, TaskStore
-from ignite_seg.tuning.tuner import tune
 
 KW = dict(accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, device="cpu")
 
@@ -41,7 +41,7 @@ def _kind(path) -> str:
 def test_a_tune_killed_during_the_batch_search_resumes_without_redoing_the_sweep(tmp_path):
     with TaskRunner(2) as pool:
         runner = CountingRunner(pool)
-        first = tune(runner, RunFolder(tmp_path / "run"), SMALL, specs(), seed=5, **KW)
+        first = choose_recipe(runner, RunFolder(tmp_path / "run"), SMALL, specs(), seed=5, **KW)
         n_all = runner.tasks
         kept = sorted((tmp_path / "run/hparams" / TASKS_DIR).glob("*.npz"))
         batch_runs = [p for p in kept if _kind(p) == "BatchRunResult"]
@@ -50,13 +50,13 @@ def test_a_tune_killed_during_the_batch_search_resumes_without_redoing_the_sweep
         for p in batch_runs + [tmp_path / "run/hparams/final.json"]:
             p.unlink()
         runner.tasks = 0
-        again = tune(runner, RunFolder(tmp_path / "run"), SMALL, specs(), seed=5, **KW)
+        again = choose_recipe(runner, RunFolder(tmp_path / "run"), SMALL, specs(), seed=5, **KW)
         # only the unfinished tasks ran again (not the sweeps' repeats), and the choice is the same
         assert runner.tasks == len(batch_runs) < n_all
         assert again == first and (tmp_path / "run/hparams/final.json").is_file()
         # a changed setting (another seed) reuses nothing
         runner.tasks = 0
-        tune(runner, RunFolder(tmp_path / "run"), SMALL, specs(), seed=6, **KW)
+        choose_recipe(runner, RunFolder(tmp_path / "run"), SMALL, specs(), seed=6, **KW)
         assert runner.tasks == n_all
 
 

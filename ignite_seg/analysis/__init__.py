@@ -14,8 +14,8 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, Generator
 
+from ..config.analysis import LEVELS, AnalysisSettings, resolve_analysis
 from ..exceptions import AnalysisUnavailableError, FolderError
-from .settings import LEVELS, AnalysisSettings, resolve_analysis
 
 if TYPE_CHECKING:
     from ..storage.run_folder import RunFolder
@@ -131,7 +131,10 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
         manifest: dict[str, Any] = read_json(rf.analysis / MANIFEST)
     except (FileNotFoundError, ValueError):
         manifest = {}
-    wanted = [p for p in PRODUCTS if getattr(settings, p.needs) and p.available(rf)]
+    from .snapshot import Snapshot
+
+    snap = Snapshot(rf.path)  # the availability of every product, from one reading of the run
+    wanted = [p for p in PRODUCTS if getattr(settings, p.needs) and p.available(snap)]
     run_digest = _run_digest(run)
     stamps = {p.name: {"format": FORMAT, "key": p.key(settings), "run": run_digest} for p in wanted}
     todo = [p for p in wanted if force or not _fresh(rf, p, manifest.get(p.name), stamps[p.name])]
@@ -287,13 +290,15 @@ def _write_index(rf: RunFolder, fresh: list[Product]) -> None:
     md = rf.analysis / "summary.md"
     summary = md.read_text(encoding="utf-8") if "summary.md" in present else None
     data = [f"../{name}" for name in ("results.npz", "throughtimes.npz", "run.json") if (rf.path / name).is_file()]
-    from .view import run_title
+    from .extract import run_title
+    from .snapshot import Snapshot
 
+    snap = Snapshot(rf.path)  # every caption from one reading of the run
     captions = {}
     for p in fresh:
         for e in p.report:
             if e.caption_of is not None and e.file in present:
-                caption = e.caption_of(str(rf.path))
+                caption = e.caption_of(snap)
                 if caption is not None:
                     captions[e.file] = caption
     text = render_index(f"ignite_seg: {run_title(rf.path)}", summary, present, data, captions).encode("utf-8")

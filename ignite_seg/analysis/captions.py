@@ -1,8 +1,8 @@
 """Captions of the report's figures, written from the same info records the figures are drawn from.
 
 Each ``*_caption(info)`` is pure and says what the figure draws for that info (how many repeats or
-trials, which band: a min–max spread or a 95% CI, and in which space); the ``*_caption_of(folder)``
-twins read the info as the builders do (:mod:`.view`).
+trials, which band: a min–max spread or a 95% CI, and in which space); the figures' records
+(:mod:`.figures`) name them as their ``caption_of``.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from .lr import LRSweepInfo, ScheduleInfo
 from .metrics import MetricsInfo
 from .stats import SPACE_NOTES
 
-__all__ = ["band_phrase", "lr_caption", "schedule_caption", "throughtime_caption", "lr_caption_of",
-           "throughtime_caption_of", "schedule_caption_of", "stops_phrase", "best_phrase", "metrics_caption", "metrics_caption_of", "MINMAX_BELOW"]
+__all__ = ["band_phrase", "lr_caption", "schedule_caption", "throughtime_caption", "stops_phrase", "best_phrase",
+           "metrics_caption", "MINMAX_BELOW"]
 
 def schedule_caption(info: ScheduleInfo) -> str:
     """The schedule the trials used, in words, schedule and warmup included."""
@@ -73,31 +73,3 @@ def metrics_caption(info: MetricsInfo) -> str:
     band = "one trial: no band" if n < 2 else f"band: {band_phrase(count_text(info.counts(info.metrics[0])), 'trials', n < MINMAX_BELOW)}"
     return ("Each custom metric on the fixed train subset and on every validation set: each trial (thin) and their "
             f"mean; {band}; the title says which direction is better." + stops_phrase(stops, n) + best_phrase(info))
-
-
-def metrics_caption_of(folder: str) -> str | None:
-    from .view import metrics_of
-
-    info = metrics_of(folder)
-    return metrics_caption(info) if info is not None else None
-
-
-def lr_caption_of(folder: str) -> str | None:
-    from .view import lr_of
-
-    info = lr_of(folder)
-    return lr_caption(info) if info is not None else None
-
-
-def throughtime_caption_of(folder: str) -> str | None:
-    from .view import throughtime_of
-
-    info = throughtime_of(folder)
-    return throughtime_caption(info) if info is not None else None
-
-
-def schedule_caption_of(folder: str) -> str | None:
-    from .view import schedule_of
-
-    info = schedule_of(folder)
-    return f"The final trials' learning rate: {schedule_caption(info)}." if info is not None else None

@@ -10,7 +10,8 @@ from ..storage.atomic import named_damage, read_json
 from ..storage.run_folder import RunFolder
 from ..storage.schemas import HPARAM_FILES
 
-__all__ = ["read_npz", "read_json_or_none", "trial_records", "hidden_path", "HPARAM_FILES"]
+__all__ = ["read_npz", "read_json_or_none", "trial_records", "hidden_path", "HPARAM_FILES", "hparams_inputs",
+           "results_inputs", "throughtimes_inputs", "hidden_inputs", "summary_inputs", "video_inputs"]
 
 
 
@@ -50,3 +51,33 @@ def hidden_path(rf: RunFolder) -> Path | None:
         if p.is_file():
             return p
     return None
+
+
+# -- the inputs of the products (a change of one redoes the product) ---------------------------------
+
+def hparams_inputs(rf: RunFolder, *names: str) -> list[Path]:
+    return [rf.hparams / n for n in names]
+
+
+# run.json is not an input by its mtime (train() rewrites it after the analysis, to mark the run
+# complete): what the analysis reads of it is in each product's manifest stamp instead.
+def results_inputs(rf: RunFolder) -> list[Path]:
+    return [rf.results, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
+
+
+def throughtimes_inputs(rf: RunFolder) -> list[Path]:
+    """The curves, and the trials' records (their best checkpoints are marked on the curves)."""
+    return [rf.throughtimes, *(rf.trial(t) / "result.json" for t in rf.trial_ids())]
+
+
+def hidden_inputs(rf: RunFolder) -> list[Path]:
+    p = hidden_path(rf)
+    return [p] if p is not None else []
+
+
+def summary_inputs(rf: RunFolder) -> list[Path]:
+    return [*results_inputs(rf), *hparams_inputs(rf, *HPARAM_FILES)]
+
+
+def video_inputs(rf: RunFolder) -> list[Path]:
+    return [*results_inputs(rf), rf.throughtimes, *hparams_inputs(rf, *HPARAM_FILES), *hidden_inputs(rf)]

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from ..config.analysis import AnalysisSettings
 from ..exceptions import AnalysisUnavailableError
 from ._mpl import new_figure
 from .scenes import BUILDERS, Scene, scene_plan
-from .settings import AnalysisSettings
+from .snapshot import Snapshot
 
 if TYPE_CHECKING:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -96,7 +97,7 @@ class FrameSink:
                        duration=int(round(1000 * self.gif_every / self.fps)), loop=0)
 
 
-def render_scene(folder: str, scene: Scene, settings: AnalysisSettings, out: Path, caption: bool = True,
+def render_scene(snap: Snapshot, scene: Scene, settings: AnalysisSettings, out: Path, caption: bool = True,
                  gif: Path | None = None, gif_every: int = 1) -> int:
     """Render one scene to ``out`` (MP4) and optionally ``gif``; returns the number of frames.
 
@@ -111,7 +112,7 @@ def render_scene(folder: str, scene: Scene, settings: AnalysisSettings, out: Pat
         top, bottom = cast("list[SubFigure]", fig.subfigures(2, 1, height_ratios=[5.2, 1]))
         bottom.set_facecolor("#f2f2f2")
         bottom.text(0.5, 0.5, scene.caption, ha="center", va="center", fontsize=9.5, wrap=True)
-    anim = BUILDERS[scene.name](top, folder, scene.frames)
+    anim = BUILDERS[scene.name](top, snap, scene.frames)
     anim.update(scene.frames - 1)
     canvas.draw()  # lays out the final picture
     fig.set_layout_engine("none")
@@ -149,16 +150,17 @@ def render_animation(folder: str, name: str, settings: AnalysisSettings) -> dict
     scene = Scene(scene_name, max(2, int(round(seconds * settings.fps))), "")
     with tempfile.TemporaryDirectory(prefix="ignite_seg_anim_") as tmp:
         mp4, gif = Path(tmp) / f"{name}.mp4", Path(tmp) / f"{name}.gif"
-        render_scene(folder, scene, settings, mp4, caption=False, gif=gif, gif_every=2 if settings.fps > 15 else 1)
+        render_scene(Snapshot(folder), scene, settings, mp4, caption=False, gif=gif, gif_every=2 if settings.fps > 15 else 1)
         return {f"{name}.mp4": mp4.read_bytes(), f"{name}.gif": gif.read_bytes()}
 
 
 def render_video_scene(folder: str, scene_name: str, settings: AnalysisSettings) -> bytes:
     """One scene of the walk-through video as an MP4 segment (bytes)."""
-    plan = {s.name: s for s in scene_plan(folder, settings.fps, settings.hidden_pca)}
+    snap = Snapshot(folder)
+    plan = {s.name: s for s in scene_plan(snap, settings.fps, settings.hidden_pca)}
     with tempfile.TemporaryDirectory(prefix="ignite_seg_video_") as tmp:
         out = Path(tmp) / f"{scene_name}.mp4"
-        render_scene(folder, plan[scene_name], settings, out, caption=True)
+        render_scene(snap, plan[scene_name], settings, out, caption=True)
         return out.read_bytes()
 
 
@@ -168,7 +170,7 @@ def render_poster(folder: str, settings: AnalysisSettings) -> bytes:
 
     dpi, _width, _height = movie_size(settings.video_height)
     fig = new_figure(FIG_W, FIG_H, dpi)
-    BUILDERS["title"](fig, folder, 1)
+    BUILDERS["title"](fig, Snapshot(folder), 1)
     return png_bytes(fig)
 
 

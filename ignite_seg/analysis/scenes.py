@@ -1,6 +1,6 @@
 """The scenes of the walk-through video and of the animations: what each draws, frame by frame.
 
-A *scene* is drawn by a builder ``(fig, folder, n) -> Animated``: it draws the scene's final
+A *scene* is drawn by a builder ``(fig, snap, n) -> Animated`` (``snap``: the run, read once, :class:`.snapshot.Snapshot`): it draws the scene's final
 picture into a (sub)figure once and returns the artists that change and ``update(k)``, which sets
 them up for frame ``k`` of ``n``. :func:`scene_plan` decides which scenes a run has and how many
 frames each gets, so the frame count of a video is known before it is rendered (the tests read it
@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
 
 import numpy as np
 
-from . import view
+from . import extract
 from ._mpl import COLORS, fmt
 from .batch import BatchInfo, draw_batch_size
 from .captions import schedule_caption, throughtime_caption
 from .curves import draw_final_distribution, draw_throughtime_panel
 from .hidden import draw_pca, pca_at, pca_limit
 from .lr import draw_lr_sweep_panel, mark_range_and_divergence, style_schedule_axes
+from .snapshot import Snapshot
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure, SubFigure
@@ -63,27 +64,28 @@ def batch_caption(bs: BatchInfo) -> str:
     return f"Batch size: {ns}{runs}; chosen {fmt(bs.final_batch_size)}."
 
 
-def scene_plan(folder: str, fps: int, hidden: bool = True) -> list[Scene]:
+def scene_plan(folder: str | Snapshot, fps: int, hidden: bool = True) -> list[Scene]:
     """The walk-through video's scenes for this run, with frame counts and captions."""
+    snap = folder if isinstance(folder, Snapshot) else Snapshot(folder)
     scenes = [Scene("title", _frames("title", fps), "")]
-    lr = view.lr_of(folder)
+    lr = extract.lr_of(snap)
     if lr is not None:
         lo, hi = lr.lr_range
         scenes.append(Scene("lr_sweep", _frames("lr_sweep", fps),
                             f"LR range test: the LR grows geometrically from {fmt(lr.lrs[0])} to {fmt(lr.lrs[-1])} "
                             f"({lr.n_repeats} repeats). Green: the chosen range [{fmt(lo)}, {fmt(hi)}], where the "
                             "smoothed loss falls fastest."))
-    bs = view.batch_of(folder)
+    bs = extract.batch_of(snap)
     if bs is not None:
         scenes.append(Scene("batch_size", _frames("batch_size", fps), batch_caption(bs)))
-    sched = view.schedule_of(folder)
+    sched = extract.schedule_of(snap)
     if sched is not None:
         scenes.append(Scene("schedule", _frames("schedule", fps), f"Final trials: {schedule_caption(sched)}."))
-    tt = view.throughtime_of(folder)
+    tt = extract.throughtime_of(snap)
     if tt is not None:
         scenes.append(Scene("training", _frames("training", fps), f"{tt.trial_ids.size} final trials through time. "
                             + throughtime_caption(tt)))
-    fin = view.final_of(folder)
+    fin = extract.final_of(snap)
     if fin is not None:
         s = fin.stats
         ci = f" (95% CI [{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}])" if s.n > 1 else ""
@@ -91,7 +93,7 @@ def scene_plan(folder: str, fps: int, hidden: bool = True) -> list[Scene]:
                             f"{fin.label.capitalize()}: mean {fmt(s.mean, 4)}{ci}; best {fmt(s.best, 4)} "
                             f"(trial {s.best_trial}) of {s.n} completed trials."))
     if hidden:
-        pca = view.pca_of(folder)
+        pca = extract.pca_of(snap)
         if pca is not None:
             scenes.append(Scene("hidden", _frames("hidden", fps),
                                 f"Hidden representation of {pca.labels.size} val points ({pca.layer_title()}), 3D PCA at each epoch, "
@@ -114,7 +116,7 @@ class Animated(NamedTuple):
     redraw: bool = False
 
 
-Builder = Callable[["Figure | SubFigure", str, int], Animated]
+Builder = Callable[["Figure | SubFigure", Snapshot, int], Animated]
 
 
 def _new_artists(ax: Any, draw: Callable[[], object]) -> list[Any]:
@@ -148,9 +150,9 @@ def _static(fig: Figure | SubFigure, draw: Callable[[], object]) -> Animated:
     return Animated([], lambda k: None)
 
 
-def _title(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
-    run = view.run_of(folder)
-    summary = view.summary_of(folder)
+def _title(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
+    run = snap.run
+    summary = extract.summary_of(snap)
     hp = summary.final_hp
     loaders = run.get("loaders", {})
     c = summary.counts
@@ -175,11 +177,11 @@ def _title(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     return _static(fig, draw)
 
 
-def _closing(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
+def _closing(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
     """The closing card: the run's decisions and result, as the summary states them."""
     from .text import decision_lines
 
-    summary = view.summary_of(folder)
+    summary = extract.summary_of(snap)
     lines = [wrapped for line in decision_lines(summary)
              for wrapped in textwrap.wrap(line[2:].replace("**", "").replace("`", ""), 90, subsequent_indent="    ")]
 
@@ -204,8 +206,8 @@ def _shared_sweep_legend(fig: Figure | SubFigure, axes: Any) -> None:
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=LEGEND, frameon=False)
 
 
-def _lr_sweep(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
-    info = view.lr_of(folder)
+def _lr_sweep(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
+    info = extract.lr_of(snap)
     assert info is not None
     axes = fig.subplots(1, 2)
     reveal, marks = _Reveal(), []
@@ -225,14 +227,14 @@ def _lr_sweep(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     return Animated([a for _, arts in reveal.groups for a in arts] + marks, update)
 
 
-def _batch_size(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
-    info = view.batch_of(folder)
+def _batch_size(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
+    info = extract.batch_of(snap)
     assert info is not None
     return _static(fig, lambda: draw_batch_size(fig, info, legend_size=LEGEND, compact=True))
 
 
-def _schedule(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
-    info = view.schedule_of(folder)
+def _schedule(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
+    info = extract.schedule_of(snap)
     assert info is not None
     ax = fig.subplots()
     reveal = _Reveal()
@@ -252,8 +254,8 @@ def _schedule(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     return Animated(reveal.groups[0][1] + [dot], update)
 
 
-def _training(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
-    info = view.throughtime_of(folder)
+def _training(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
+    info = extract.throughtime_of(snap)
     assert info is not None
     axes = fig.subplots(1, 2)
     reveal = _Reveal()
@@ -276,8 +278,8 @@ def _training(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     return Animated([a for _, arts in reveal.groups for a in arts] + [clock], update)
 
 
-def _final(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
-    info = view.final_of(folder)
+def _final(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
+    info = extract.final_of(snap)
     assert info is not None
     ax = fig.subplots()
     arts = _new_artists(ax, lambda: draw_final_distribution(ax, info))
@@ -299,8 +301,8 @@ def _final(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
     return Animated([dots, *rest, title], update)
 
 
-def _hidden(fig: Figure | SubFigure, folder: str, n: int) -> Animated:
-    info = view.pca_of(folder)
+def _hidden(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
+    info = extract.pca_of(snap)
     assert info is not None
     last = info.coords.shape[0] - 1
     ax = cast("Axes3D", fig.add_subplot(projection="3d"))

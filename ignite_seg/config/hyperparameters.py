@@ -102,7 +102,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     """Settings of the tuner; every constant of the LR range test, the batch-size search and the
     schedule decision is a field. Customise a preset with ``dataclasses.replace``.
 
-    The tuner (:func:`ignite_seg.tuning.tuner.tune`) runs, in order:
+    The tuner (:func:`ignite_seg.tuning.recipe.choose_recipe`) runs, in order:
 
     1. the **LR range test**: ``lr_min_inits`` repeats, each from its own seeded initialisation
        (``lr_shared_init=True``: all from one; the choice then describes that initialisation more

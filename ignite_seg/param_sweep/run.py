@@ -26,8 +26,8 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
-from ..analysis.settings import AnalysisSettings, resolve_analysis
 from ..api import WORKER_PRELOAD, run_validated
+from ..config.analysis import AnalysisSettings, resolve_analysis
 from ..config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from ..config.specs import normalize_spec
 from ..exceptions import ConfigError, FolderError

@@ -16,7 +16,7 @@ from fakes import add_tuner_files
 
 import ignite_seg
 from ignite_seg.analysis import movie, scenes
-from ignite_seg.analysis.settings import resolve_analysis
+from ignite_seg.config.analysis import resolve_analysis
 from ignite_seg.reanalyze import main
 from ignite_seg.storage.atomic import write_json
 

@@ -12,13 +12,14 @@ from ignite_seg.analysis import products
 from ignite_seg.analysis.products import PRODUCTS, Entry, Part, Product, plan
 from ignite_seg.analysis.report import render_index
 from ignite_seg.analysis.scenes import scene_plan
-from ignite_seg.analysis.settings import AnalysisSettings, resolve_analysis
+from ignite_seg.config.analysis import AnalysisSettings, resolve_analysis
 from ignite_seg.storage.atomic import read_json
 from ignite_seg.storage.run_folder import RunFolder
 
 
 def _fake(name: str, outputs: tuple[str, ...], build, **kw) -> Product:
-    return Product(name, "text", outputs, lambda rf: [rf.run_json], lambda rf: True, 0.1, lambda s: {}, build, **kw)
+    return Product(name=name, needs="text", outputs=outputs, inputs=lambda rf: [rf.run_json], available=lambda snap: True,
+                   cost=0.1, key=lambda s: {}, build=build, **kw)
 
 
 def test_every_product_is_reported_and_planned(tiny_run: Path):

@@ -101,8 +101,8 @@ def test_the_videos_batch_scene_shows_every_panel_of_the_png_and_cuts_no_text(he
 
 
 def test_the_range_test_figure_keeps_its_axis_labels_inside():
+    from ignite_seg.tuning.lr_finder import RangeTestResult
     from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range, geometric_lrs
-    from ignite_seg.tuning.range_test import RangeTestResult
 
     lrs = geometric_lrs(1e-4, 10.0, 100)
     loss = (2.0 - 1.8 / (1.0 + np.exp(-(np.log10(lrs) + 1.0) / 0.3)))[None, :].repeat(2, axis=0)

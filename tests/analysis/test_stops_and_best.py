@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 from fakes import stop_and_keep_best
 
-from ignite_seg.analysis import view
+from ignite_seg.analysis import extract
 from ignite_seg.analysis.captions import metrics_caption, throughtime_caption
 from ignite_seg.analysis.curves import plot_throughtime, throughtime_info
 from ignite_seg.analysis.metrics import metrics_info, plot_metrics
 from ignite_seg.analysis.outcomes import Outcomes, TrialBest, best_marks, outcomes_info
+from ignite_seg.analysis.snapshot import Snapshot
 from ignite_seg.analysis.text import render_markdown, summary_info, summary_json
 from ignite_seg.reanalyze import main
 from ignite_seg.storage.result_keys import ResultKeys, StopRecord
@@ -196,7 +197,7 @@ def test_a_real_run_with_stops_and_best_checkpoints_end_to_end(tiny_run: Path):
     head = html.split("<figure")[0]  # before the figures: the decisions
     assert "<strong>best checkpoint</strong>" in head and "<strong>early stops</strong>" in head
     assert "<th>best val loss</th>" in head
-    info = view.throughtime_of(str(tiny_run))
+    info = extract.throughtime_of(Snapshot(str(tiny_run)))
     finite = np.isfinite(np.load(tiny_run / "throughtimes.npz")["losses_val"]).sum(axis=0)
     np.testing.assert_array_equal(info.counts, finite)
     assert finite.tolist() == [3] * 6 + [2] * 3 + [1] * (epochs.size - 9)

@@ -12,7 +12,7 @@ from fakes import RICH, add_val_sets_and_metric
 from matplotlib.figure import Figure
 
 import ignite_seg
-from ignite_seg.analysis import products, view
+from ignite_seg.analysis import extract, products
 from ignite_seg.analysis.curves import (
     CurveSet,
     SetCurves,
@@ -23,6 +23,7 @@ from ignite_seg.analysis.curves import (
     throughtime_info,
 )
 from ignite_seg.analysis.metrics import MetricCurves, metrics_info, plot_metrics
+from ignite_seg.analysis.snapshot import Snapshot
 from ignite_seg.analysis.stats import describe, mean_band
 from ignite_seg.analysis.text import METRICS, final_metrics, render_markdown, summary_info, summary_json
 from ignite_seg.storage.result_keys import ResultKeys
@@ -160,12 +161,12 @@ def test_rich_folder_collated_analysed_and_summarised(tiny_run: Path):
     assert final["final_loss_val_noisy"]["n"] == t
     page = (a / "index.html").read_text()
     assert 'src="metrics.png"' in page and "Custom metrics through time" in page
-    assert len(view.final_panels_of(str(tiny_run)).panels) == 4  # 2 val sets, then iou on each
+    assert len(extract.final_panels_of(Snapshot(str(tiny_run))).panels) == 4  # 2 val sets, then iou on each
 
 
 def test_plain_folder_gives_todays_products_and_files(tiny_run: Path):
     rf = RunFolder(tiny_run)
-    available = [p.name for p in products.PRODUCTS if p.available(rf)]
+    available = [p.name for p in products.PRODUCTS if p.available(Snapshot(rf.path))]
     assert "metrics_png" not in available
     ignite_seg.analyze(tiny_run, analysis="images", cores=1)
     assert {p.name for p in (tiny_run / "analysis").iterdir()} == {

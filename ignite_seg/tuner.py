@@ -1,6 +1,8 @@
-"""The tuner on its own: :func:`tune` chooses the recipe and writes ``hparams/``, no trials.
+"""Tuning, the public home: :func:`tune` chooses the recipe and writes ``hparams/``, no trials;
+:func:`lr_range_test` runs the LR range test on a model, a dataset and a loss you hold; the tuner's
+settings (:class:`HyperparameterSettings`) and its named presets (:data:`PRESETS`, :func:`get_preset`).
 
-It is :func:`ignite_seg.train`'s pipeline (validate, probe, archive and lock, worker pool, tuner)
+:func:`tune` is :func:`ignite_seg.train`'s pipeline (validate, probe, archive and lock, worker pool, tuner)
 with ``trials=0, trials_strict=True``; the folder is a run folder like any other, in state
 ``complete``, which :func:`ignite_seg.analyze` draws (LR sweep, batch-size search, schedule) and
 ``train(..., is_continuation=True)`` later adds trials to with the tuned recipe.
@@ -13,16 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Mapping
 
-from .analysis.settings import AnalysisSettings, resolve_analysis
 from .api import run_validated
+from .config.analysis import AnalysisSettings, resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
+from .config.presets import PRESETS, get_preset
 from .exceptions import ConfigError
 from .run_config import LoaderLike, validate
 from .runtime.logs import ensure_logging
 from .storage.run_folder import RunFolder
 from .storage.schemas import MiscFile
+from .tuning.lr_finder import RangeTestResult, lr_range_test
 
-__all__ = ["tune", "TuneResult"]
+__all__ = ["tune", "TuneResult", "tune_result", "lr_range_test", "RangeTestResult", "HyperparameterSettings",
+           "PRESETS", "get_preset"]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The tuner: LR range test, batch-size search, optional rescan, schedule; the evidence kept.
 
-:func:`tune` reads like the process it runs::
+:func:`choose_recipe` reads like the process it runs::
 
     LR range test -> noise scale -> batch-size candidates (successive halving)
                   -> rescan of the LR range at the chosen batch size (optional) -> schedule
@@ -67,7 +67,7 @@ from .reasons import batch_decision, noise_measured
 from .schedule import choose_schedule, schedule_lrs
 from .task_store import TASKS_DIR, TaskStore
 
-__all__ = ["tune", "holdout_indices", "derive_seed"]
+__all__ = ["choose_recipe", "holdout_indices", "derive_seed"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def holdout_indices(n_train: int, settings: HyperparameterSettings, seed: int) -
     return np.sort(rng.choice(n_train, size=m, replace=False))
 
 
-def tune(
+def choose_recipe(
     runner: TaskRunner,
     rf: RunFolder,
     settings: HyperparameterSettings,
@@ -108,7 +108,7 @@ def tune(
             start, or every tuning task failed); the message says what to change.
 
     Example:
-        >>> hp = tune(runner, rf, get_preset("fast"), specs, accuracy_style="classification",
+        >>> hp = choose_recipe(runner, rf, get_preset("fast"), specs, accuracy_style="classification",
         ...           facts={"n_train": 1437}, seed=0, device="cpu")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
