@@ -116,10 +116,14 @@ SCRIPT_OWN_LOADERS = """
 """
 
 
-def _run_script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+def _run_script(tmp_path: Path, body: str, start_method: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``body`` as a user's script; ``start_method``: ``IGNITE_SEG_START_METHOD`` (``None``: unset)."""
     script = tmp_path / "user_script.py"
     script.write_text(textwrap.dedent(body))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    env.pop("IGNITE_SEG_START_METHOD", None)
+    if start_method is not None:
+        env["IGNITE_SEG_START_METHOD"] = start_method
     return subprocess.run([sys.executable, str(script), str(tmp_path / "out")], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=300)
 
@@ -134,13 +138,24 @@ def test_a_script_without_main_guard_runs_when_its_loaders_are_importable(tmp_pa
 
 
 def test_a_script_without_main_guard_and_its_own_loaders_gets_one_config_error(tmp_path):
-    proc = _run_script(tmp_path, SCRIPT_OWN_LOADERS)
+    """Workers started by the fork server import the script again: refused before anything starts."""
+    proc = _run_script(tmp_path, SCRIPT_OWN_LOADERS, start_method="forkserver")
     assert proc.returncode == 1
     assert proc.stdout.count("top level ran") == 1
     assert proc.stderr.count("Traceback") == 1 and proc.stderr.count("exceptions.ConfigError: train()") == 1
     assert 'if __name__ == "__main__":' in proc.stderr and "line 11" in proc.stderr
     assert "RuntimeError" not in proc.stderr and "checking the recipe" not in proc.stderr
     assert not (tmp_path / "out").exists()  # refused before anything was written or started
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked from the caller on Linux only")
+def test_a_script_without_main_guard_and_its_own_loaders_runs_when_workers_are_forked(tmp_path):
+    """By default on Linux (no CUDA, no other thread) the workers are forked from the script: nothing
+    imports it again, so its own loaders work without a main guard."""
+    proc = _run_script(tmp_path, SCRIPT_OWN_LOADERS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("top level ran") == 1
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["state"] == "complete"
 
 
 def test_workers_skip_main_hides_the_script_from_multiprocessing_and_restores_it(monkeypatch):
