@@ -147,6 +147,43 @@ def test_train_custom_settings_search_and_rescan(tmp_path):
     assert final["epochs"] == SMALL.max_epochs  # 96 items: 30k examples would be 312 epochs, capped
 
 
+def test_a_rescan_that_cannot_choose_falls_back_to_the_first_range_scaled(runner, tmp_path, monkeypatch, caplog):
+    """ignite-simple's fashion_mnist example: the first sweep chose a range, the batch runs trained with it,
+    and the rescan at the chosen batch size saw too little improvement (1.8% < 2%): the first range,
+    scaled to that batch size, is used (a WARNING and misc.json say so), not a TuningError."""
+    import ignite_seg.tuning.recipe as recipe
+
+    calls = []
+
+    def first_only(*args, **kwargs):
+        calls.append(len(calls))
+        if len(calls) > 1:
+            raise TuningError("the loss did not improve over the sweep lr 0.01 -> 30 (relative improvement 0.0183 "
+                              "< 0.02). Widen the sweep")
+        return choose(*args, **kwargs)
+
+    choose = recipe.choose_lr_range
+    monkeypatch.setattr(recipe, "choose_lr_range", first_only)
+    rf = RunFolder(tmp_path / "run")
+    settings = dataclasses.replace(SMALL, batch_pts=2, batch_rn_min_inits=1, batch_start=32, batch_end=64)
+    hp = choose_recipe(runner, rf, settings, specs(), accuracy_style="classification",
+                       facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
+    assert len(calls) == 2 and hp.batch_size in (32, 64)
+    first = load(rf.hparams / "lr_vs_perf.npz")  # the first sweep's file stays the one used
+    assert not bool(first["rescan"]) and int(first["batch_size"]) == 16
+    assert not (rf.hparams / "lr_vs_perf_initial.npz").exists()
+    misc = strict_json(rf.hparams / "misc.json")
+    lo, hi = misc["steps"]["lr_range"]["lr_min"], misc["steps"]["lr_range"]["lr_max"]
+    sched = misc["steps"]["schedule"]
+    assert [sched["range_min"], sched["range_max"]] == pytest.approx([scale_lr(lo, hp.batch_size, 16),
+                                                                      scale_lr(hi, hp.batch_size, 16)])
+    assert sched["lr_how"].startswith(f"the rescan at batch size {hp.batch_size} could not choose a range (the loss "
+                                      "did not improve over the sweep lr 0.01 -> 30 (relative improvement 0.0183 < "
+                                      f"0.02)); swept at batch size 16, scaled to {hp.batch_size}")
+    assert "lr_rescan" not in misc["steps"]
+    assert any("LR rescan: the rescan at batch size" in r.getMessage() for r in caplog.records)
+
+
 def test_validation_set_is_never_read_and_the_holdout_comes_from_training(runner, tmp_path):
     from tuner_tasks import read_log
 

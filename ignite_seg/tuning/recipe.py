@@ -180,21 +180,30 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
 def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, float, str]:
     """The range rescanned at ``batch_size`` (``rescan_lr_after_bs``), or the first one scaled to it."""
     b0 = t.s.initial_batch_size
+    scaled = (f"swept at batch size {b0}, the chosen one" if batch_size == b0
+              else f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})")
     if t.s.rescan_lr_after_bs:
         # at the sweep's own batch size the rescan measures the same curve again: pool the repeats
         pooled = sweep.results if batch_size == b0 else []
-        rescan = _lr_range_test(t, batch_size, "rescan", pooled=pooled)
-        sweep.file.write(t.hparams / LR_INITIAL_NPZ)
-        rescan.file.write(t.hparams / LR_NPZ)
-        lr_min, lr_max = rescan.choice.lr_min, rescan.choice.lr_max
-        lr_how = f"rescanned at batch size {batch_size}" + (
-            f", pooled with the first sweep's {len(pooled)} repeat(s)" if pooled else "")
-    else:
-        lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
-        lr_how = (f"swept at batch size {b0}, the chosen one" if batch_size == b0
-                  else f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})")
-    logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, lr_how)
-    return lr_min, lr_max, lr_how
+        try:
+            rescan = _lr_range_test(t, batch_size, "rescan", pooled=pooled)
+        except TuningError as exc:
+            # the first sweep found a range and the batch runs trained with it: a rescan that cannot
+            # choose (e.g. a sweep too short for a slow learner to show its drop) refines nothing, so
+            # the first range stands, scaled; the recipe check that follows still tests it
+            reason = str(exc).split(". ")[0]  # what failed, without the advice for a failed first sweep
+            scaled = f"the rescan at batch size {batch_size} could not choose a range ({reason}); {scaled}"
+            logger.warning("LR rescan: %s", scaled)
+        else:
+            sweep.file.write(t.hparams / LR_INITIAL_NPZ)
+            rescan.file.write(t.hparams / LR_NPZ)
+            lr_how = f"rescanned at batch size {batch_size}" + (
+                f", pooled with the first sweep's {len(pooled)} repeat(s)" if pooled else "")
+            logger.info("learning rates %.4g -> %.4g (%s)", rescan.choice.lr_min, rescan.choice.lr_max, lr_how)
+            return rescan.choice.lr_min, rescan.choice.lr_max, lr_how
+    lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
+    logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, scaled)
+    return lr_min, lr_max, scaled
 
 
 def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size: int) -> FixedHyperparameters:
