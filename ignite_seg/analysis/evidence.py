@@ -42,14 +42,15 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
                         dtype=np.float64).reshape(-1, lrs.size)
     rng = _f(lr.lr_range if lr.lr_range is not None else [np.nan, np.nan])
     held_out = lr.choice_curve == "holdout_losses"
+    used = steps.used_lr_range
+    every = used.holdout_every if used is not None and used.holdout_every else 1  # None: an older folder
     out = [
         f"LR range test: {losses.shape[0]} repeat(s), {lrs.size} points from {fmt(lrs[0])} to {fmt(lrs[-1])} "
         "(geometric)",
         f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: the steepest sustained improvement of the smoothed "
-        + ("held-out loss (a slice of the training set, measured after every step)" if held_out else "loss")
+        + (f"held-out loss (a slice of the training set, measured {_every(every)})" if held_out else "loss")
         + " against log LR, within the window the rule looks in (misc.json: lr_range.rule)",
     ]
-    used = steps.used_lr_range
     if used is not None and used.settled_lr is not None:
         out.append(f"no divergence and the loss at its floor by lr {fmt(used.settled_lr)} (95% of its improvement "
                    "made): the window was moved below there, where the slope still means something")
@@ -67,6 +68,10 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
     elif div.size:
         out.append(f"no repeat diverged ({div.size} repeat(s))")
     return tuple(out)
+
+
+def _every(k: int) -> str:
+    return "after every step" if k <= 1 else f"every {k} steps, interpolated between"
 
 
 def epochs_evidence(hp_kind: str, step: ScheduleStep | None, settings: Mapping[str, Any]) -> tuple[str, ...]:

@@ -70,6 +70,15 @@ def test_summary_evidence_states_the_tuners_rules_from_misc_json():
     assert not any("valley" in line for line in info.evidence["lr_end"])
 
 
+def test_the_lr_evidence_says_how_often_the_held_out_loss_was_measured():
+    lr = {**lr_sweep_arrays(), "choice_curve": np.asarray("holdout_losses")}
+    sampled = _info(lr=lr, misc={"steps": {"lr_range": {"holdout_every": 16}}})
+    assert any("held-out loss (a slice of the training set, measured every 16 steps, interpolated between)" in line
+               for line in sampled.evidence["lr_start"])
+    older = _info(lr=lr, misc={"steps": {"lr_range": {}}})  # a folder from before the sampling: every step
+    assert any("measured after every step)" in line for line in older.evidence["lr_start"])
+
+
 def test_summary_info_fixed_hyperparameters_say_so():
     info = _info(run={**RUN, "hyperparameters": {"kind": "fixed"}}, misc=None, lr=None, bs=None, bs_sampled=None)
     assert info.evidence["lr_start"] == ("given by the user (FixedHyperparameters): no LR range test was run",)
