@@ -111,7 +111,13 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
     band = Band(*(a[:upto] for a in band))
     color = COLORS["train"] if which == "loss" else COLORS["val"]
     draw_trials(ax, x, curves, color, f"each repeat (N={info.n_repeats})")
-    draw_band(ax, x, band, color, "repeats", "repeats", curves=curves)
+    # the mean and its band end where most repeats have diverged, as the range rule's mean does: past
+    # there a "mean of N" would be the few repeats left (the thin lines go on)
+    most = band.n > info.n_repeats / 2
+    band = Band(*(np.where(most, a, np.nan) for a in band[:3]), band.n)
+    draw_band(ax, x, band, color, "repeats", "repeats", curves=np.where(most, curves, np.nan))
+    if not most.all() and legend:
+        ax.plot([], [], " ", label="mean and band end where most repeats diverged")
     if marks:
         mark_range_and_divergence(ax, info, legend)
     ax.set_xscale("log")

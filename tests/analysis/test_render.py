@@ -53,6 +53,30 @@ def test_plot_lr_sweep_log_x_bands_labelled_with_n():
     assert all(ax.get_xlabel() == "learning rate (log scale)" for ax in fig.axes[2:])
 
 
+def test_the_lr_sweeps_mean_ends_where_most_repeats_diverged():
+    """ignite-simple's mnist example: 5 of 8 repeats diverged near lr 0.42 and the 3 left sat at ~0 loss; the
+    'mean of 8 repeats' then jumped to theirs. The mean (and its band) stops where the majority is gone,
+    as the range rule's mean does; the repeats' own lines go on."""
+    arrays = lr_sweep_arrays(repeats=3)
+    for key in ("losses", "perfs"):  # two repeats diverge at point 80, one goes on to the end
+        arrays[key][1:, 80:] = np.nan
+        arrays[key][0] = np.nan_to_num(arrays[key][0], nan=0.01)
+    info = lr_sweep_info(arrays)
+    fig = plot_lr_sweep(info)
+    _png(fig)
+    ax = fig.axes[0]
+    mean = next(line for line in ax.get_lines() if line.get_label() == "repeats: mean of 3 repeats")
+    y = np.asarray(mean.get_ydata(), dtype=float)
+    most = info.loss_band.n >= 2
+    assert np.isfinite(y[most]).all() and np.isnan(y[~most]).all() and (~most).any()
+    assert np.isfinite(arrays["losses"][0][~most]).all()  # ... where one repeat still ran
+    assert "mean and band end where most repeats diverged" in _legend_texts(fig)
+    # nothing diverged: no such note
+    assert "mean and band end where most repeats diverged" not in _legend_texts(
+        plot_lr_sweep(lr_sweep_info({**arrays, "losses": np.nan_to_num(arrays["losses"], nan=0.01),
+                                     "perfs": np.nan_to_num(arrays["perfs"], nan=0.5)})))
+
+
 def test_plot_batch_size_panels_and_noise_scale():
     bs, sampled = bs_arrays()
     fig = plot_batch_size(batch_info(bs, sampled, 64))
