@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def test_delta_to_dir_shape_cached_subsets_load_in_the_workers(tmp_path):
     assert res["status"] == "completed" and res["perf_val"] > 0.7
 
 
-def test_nonlins_shape_sweeper_result_tuples(tmp_path):
+def test_nonlins_shape_sweeper_result_tuples(tmp_path, monkeypatch):
     proc = _script("nonlins_like.py", str(tmp_path / "sweep"), "fastest", cwd=tmp_path)
     out = json.loads(proc.stdout.split("RESULT ", 1)[1].splitlines()[0])
     assert out["labels"] == ["Tanh", "ReLU"]
@@ -66,6 +67,18 @@ def test_nonlins_shape_sweeper_result_tuples(tmp_path):
     rec = SweepRecord.read(tmp_path / "sweep" / "sweep.npz")
     assert rec.lr_start.tolist() == out["lr"] and rec.batch_size.tolist() == out["bs"]
     assert (tmp_path / "sweep" / "analysis" / "sweep_perf.png").is_file()
+    # ignite-simple's scripts replot from the pickled list (examples/seqmatch_hidden.py's replot())
+    with open(tmp_path / "sweep" / "points" / "funcres.pt", "rb") as f:
+        res = pickle.load(f)  # noqa: S301 (our own file, as the example reads it)
+    assert [pt[0][0] for pt in res] == out["labels"] and [pt[7].tolist() for pt in res] == out["loss_val"]
+    # calling the sweeper again on the folder continues it (funcres.pt beside the points is ours): same rows
+    monkeypatch.syspath_prepend(str(HERE / "compat"))
+    from ignite_seg.gen_sweep import sweeper
+    from ignite_seg.gen_sweep.param_selectors import FixedSweep
+
+    again = sweeper.sweep("nonlins_like", FixedSweep.with_fixed_trials([("Tanh",), ("ReLU",)], 2), 2, "fastest",
+                          tmp_path / "sweep")
+    assert [pt[7].tolist() for pt in again] == out["loss_val"] and [pt[1] for pt in again] == out["lr"]
 
 
 def test_hyperparams_factories_return_settings_a_script_changes():

@@ -4,14 +4,18 @@ The module holds ``model(*values)``, ``dataset()``, ``loss`` and ``accuracy_styl
 values are the model's positional arguments. The sweep runs in ``folder`` (``points/<k>/`` a run
 folder per point, ``sweep.npz``, ``analysis/``), continuing a sweep already there, and returns
 ignite-simple's list of tuples ``(values, lr_min, lr_max, batch_size, perf_train, loss_train,
-perf_val, loss_val)``, the last four arrays with one entry per completed trial.
+perf_val, loss_val)``, the last four arrays with one entry per completed trial. That list is also
+pickled to ``points/funcres.pt``, where ignite-simple's scripts read it back (``pickle.load``);
+ignite_seg itself reads ``sweep.npz`` and never unpickles it.
 """
 from __future__ import annotations
 
 import importlib
 import logging
 import os
+import pickle
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,9 +24,13 @@ from .. import utils  # noqa: F401  (a script importing the sweeper can torch.lo
 from ..config.hyperparameters import HyperparameterSettings
 from ..exceptions import ConfigError
 from ..param_sweep import sweep as run_sweep
+from ..storage.atomic import atomic_write_bytes
 from .param_selectors import ParamSelector
 
-__all__ = ["sweep"]
+__all__ = ["sweep", "FUNCRES"]
+
+#: where ignite-simple's sweeper left its result list, inside the sweep's folder
+FUNCRES = Path("points") / "funcres.pt"
 
 logger = logging.getLogger("ignite_seg")
 
@@ -71,4 +79,5 @@ def sweep(module_name: str, param_selector: ParamSelector, sweep_cores: int,
         param_selector.on_hparams_found(values, row[1], row[2], row[3])
         param_selector.on_trials_completed(values, *row[4:])
         rows.append(row)
+    atomic_write_bytes(Path(folder) / FUNCRES, pickle.dumps(rows))
     return rows
