@@ -114,7 +114,8 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
     # the mean and its band end where most repeats have diverged, as the range rule's mean does: past
     # there a "mean of N" would be the few repeats left (the thin lines go on)
     most = band.n > info.n_repeats / 2
-    band = Band(*(np.where(most, a, np.nan) for a in band[:3]), band.n)
+    band = Band(np.where(most, band.mean, np.nan), np.where(most, band.low, np.nan), np.where(most, band.high, np.nan),
+                band.n)
     draw_band(ax, x, band, color, "repeats", "repeats", curves=np.where(most, curves, np.nan))
     if not most.all() and legend:
         ax.plot([], [], " ", label="mean and band end where most repeats diverged")
