@@ -96,7 +96,7 @@ def check_resume(folder: Path, hp: ignite_seg.FixedHyperparameters, device: str)
     hp = dataclasses.replace(hp, amp=True, ema_decay=0.99, epochs=6)
     run = folder / "resume"
     run.mkdir(parents=True)
-    (run / "run.json").write_text(json.dumps({"run_id": "gpu_check"}))
+    (run / "run.json").write_text(json.dumps({"run_id": "gpu_check", "loaders": {}}))
     marker = folder / "stop"
     per_epoch = (1437 + hp.batch_size - 1) // hp.batch_size  # the digits' training set
     stop = normalize_spec(("gpu_check", "stop_once", (), {"marker": str(marker), "at_iteration": 4 * per_epoch + 5}),

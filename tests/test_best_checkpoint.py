@@ -19,6 +19,7 @@ from ignite_seg.engine.scoring import Scorer
 from ignite_seg.engine.trainer import TrialTask, run_trial
 from ignite_seg.exceptions import ConfigError, ConfigTypeError
 from ignite_seg.storage.collate import Collator
+from ignite_seg.storage.records import TrialResult
 from ignite_seg.storage.result_keys import BestRecord
 
 
@@ -112,16 +113,18 @@ def test_collation_keeps_best_arrays_and_pads_a_shorter_trial_with_nan():
     full = {"epochs": np.array([0.0, 0.5, 1.0, 1.5]), **{k: np.arange(4.0) for k in keys}}
     short = {"epochs": full["epochs"][:2], **{k: np.arange(2.0) + 10 for k in keys}}
     final = {"loss_train": 1.0, "loss_val": 1.0, "perf_train": 0.5, "perf_val": 0.5}
-    col.add(1, {**final, **BestRecord("loss", "min", 0.5, 10.0).to_result()}, short)
-    col.add(0, {**final, **BestRecord("loss", "min", 1.5, 3.0).to_result()}, full)
+    col.add(1, TrialResult(trial_id=1, status="completed", metrics=final,
+                           **BestRecord("loss", "min", 0.5, 10.0).to_result()), short)
+    col.add(0, TrialResult(trial_id=0, status="completed", metrics=final, **BestRecord("loss", "min", 1.5, 3.0).to_result()),
+            full)
     results, tt = col.arrays()
     assert results["best_epoch"].tolist() == [1.5, 0.5] and results["best_value"].tolist() == [3.0, 10.0]
     assert tt["epochs"].tolist() == [0.0, 0.5, 1.0, 1.5]
     np.testing.assert_array_equal(tt["losses_val"], [[0, 1, 2, 3], [10, 11, np.nan, np.nan]])
     with pytest.raises(ValueError, match="has no best checkpoint"):
-        col.add(2, final, full)
+        col.add(2, TrialResult(trial_id=2, status="completed", metrics=final), full)
     with pytest.raises(ValueError, match="other epochs"):
-        col.add(3, final, {**full, "epochs": full["epochs"] + 0.1})
+        col.add(3, TrialResult(trial_id=3, status="completed", metrics=final), {**full, "epochs": full["epochs"] + 0.1})
 
 
 @pytest.mark.parametrize("mode,values,improving", [
@@ -191,8 +194,8 @@ def test_a_synthetic_pair_of_curves_picks_the_best_mean_not_the_best_primary():
         recorder.append(epochs=k / 10, perfs_val=c, perfs_val_noisy=n, losses_val=1.0, losses_val_noisy=1.0)
         best._on_snapshot(engine)
     assert best.record() == BestRecord("perf", "max", 0.2, 0.75, ("val", "val_noisy"))
-    assert best.record().to_result()["best_over"] == ["val", "val_noisy"]
-    assert BestRecord.from_result(best.record().to_result()) == best.record()
+    assert best.record().to_result()["best_over"] == ("val", "val_noisy")
+    assert TrialResult(trial_id=0, status="completed", **best.record().to_result()).best == best.record()
 
 
 def test_best_parts_maps_set_names_to_parts_and_refuses_unknown_names():

@@ -28,7 +28,7 @@ CRASH_AT = 3 * 6 + 2
 def _run_folder(tmp_path, run_id="abc"):
     folder = tmp_path / "run"
     folder.mkdir(exist_ok=True)
-    (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
+    (folder / "run.json").write_text(json.dumps({"run_id": run_id, "loaders": {}}))
     return folder
 
 

@@ -24,6 +24,18 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, NamedTuple
 
+from .names import (
+    CHECKPOINT_NAME,
+    ERROR_TXT,
+    HIDDEN_NPZ,
+    MODEL_BEST_PT,
+    MODEL_INIT_PT,
+    MODEL_PT,
+    MODEL_RAW_PT,
+    RESULT_JSON,
+    THROUGHTIME_NPZ,
+)
+
 __all__ = [
     "ResultKeys", "KeyParts", "BestRecord", "StopRecord", "BEST_KEYS", "TRIAL_FILES", "curve_keys", "final_keys", "is_curve_key", "is_final_key",
     "NAME",
@@ -39,8 +51,8 @@ Kind = Literal["loss", "perf", "metric"]
 Mode = Literal["min", "max"]
 
 #: The files of a trial folder that ignite_seg writes (a user handler's output may not use these names).
-TRIAL_FILES = frozenset({"model.pt", "model_init.pt", "model_raw.pt", "model_best.pt", "result.json",
-                         "throughtime.npz", "hidden.npz", "error.txt", "checkpoint.pt"})
+TRIAL_FILES = frozenset({MODEL_PT, MODEL_INIT_PT, MODEL_RAW_PT, MODEL_BEST_PT, RESULT_JSON, THROUGHTIME_NPZ,
+                         HIDDEN_NPZ, ERROR_TXT, CHECKPOINT_NAME})
 #: The best checkpoint's keys in ``results.npz`` (``(T,)`` arrays, trials in id order).
 BEST_KEYS = ("best_epoch", "best_value")
 
@@ -60,22 +72,13 @@ class BestRecord:
     parts: tuple[str, ...] = ()
 
     def to_result(self) -> dict[str, Any]:
-        """The ``result.json`` fields (``best_over`` only for a mean over several sets)."""
+        """The :class:`~ignite_seg.storage.records.TrialResult` fields (``best_over`` only for a mean over
+        several sets); read back as ``TrialResult.best``."""
         out: dict[str, Any] = {"best_metric": self.metric, "best_mode": self.mode, "best_epoch": self.epoch,
                                "best_value": self.value}
         if self.parts:
-            out["best_over"] = list(self.parts)
+            out["best_over"] = self.parts
         return out
-
-    @classmethod
-    def from_result(cls, result: Mapping[str, Any]) -> BestRecord | None:
-        """From a ``result.json`` record; ``None`` for a trial without a best checkpoint."""
-        if "best_metric" not in result:
-            return None
-        value = result["best_value"]
-        return cls(str(result["best_metric"]), "min" if result["best_mode"] == "min" else "max",
-                   float(result["best_epoch"]), float("nan") if value is None else float(value),
-                   tuple(str(p) for p in result.get("best_over", ())))  # absent: the primary set (older runs too)
 
 
 @dataclass(frozen=True)
@@ -90,16 +93,9 @@ class StopRecord:
         return self.epoch is not None
 
     def to_result(self) -> dict[str, Any]:
-        """The ``result.json`` fields ``stopped_early`` and ``stopped_epoch``."""
+        """The :class:`~ignite_seg.storage.records.TrialResult` fields ``stopped_early`` and ``stopped_epoch``;
+        read back as ``TrialResult.stop``."""
         return {"stopped_early": self.stopped, "stopped_epoch": self.epoch}
-
-    @classmethod
-    def from_result(cls, result: Mapping[str, Any]) -> StopRecord | None:
-        """From a ``result.json`` record; ``None`` where it says nothing (not completed, or an older trial)."""
-        if "stopped_early" not in result:
-            return None
-        epoch = result.get("stopped_epoch")
-        return cls(float(epoch) if result["stopped_early"] and epoch is not None else None)
 
 
 class KeyParts(NamedTuple):

@@ -17,6 +17,7 @@ from ignite_seg.analysis.outcomes import Outcomes, TrialBest, best_marks, outcom
 from ignite_seg.analysis.snapshot import Snapshot
 from ignite_seg.analysis.text import render_markdown, summary_info, summary_json
 from ignite_seg.reanalyze import main
+from ignite_seg.storage.records import TrialResult
 from ignite_seg.storage.result_keys import ResultKeys, StopRecord
 
 RUN = {"hyperparameters": {"kind": "fixed"}, "accuracy_style": "classification", "state": "complete",
@@ -46,7 +47,7 @@ def test_outcomes_from_the_records_completed_trials_only():
                                                       TrialBest(2, 12.0, 0.80), TrialBest(3, 10.5, 0.79)),
                          ((2, 12.5),), 1)
     assert outcomes_info(RUN, [_rec(0), _rec(1)]) == Outcomes((0, 1))  # no best, no stop, no handler
-    assert StopRecord.from_result({"status": "failed"}) is None  # older or unfinished trials say nothing
+    assert TrialResult.from_json({"status": "failed"}, trial_id=0).stop is None  # older or unfinished trials say nothing
 
 
 def test_summary_says_which_checkpoint_and_which_trials_stopped():
