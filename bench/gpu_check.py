@@ -124,7 +124,7 @@ def check_features(folder: Path, hp: ignite_seg.FixedHyperparameters, device: st
                            hyperparameters=hp, analysis="none", trials=1, trials_strict=True, cores=1,
                            seed=0, device=device, checkpoint_every=5, history_folder=folder / "history")
     result = json.loads((res.folder / "trials" / "0" / "result.json").read_text())
-    ok = result["status"] == "completed" and result["perf_val"] > 0.8 and (res.folder / "trials/0/model_raw.pt").exists()
+    ok = result["status"] == "completed" and result["metrics"]["perf_val"] > 0.8 and (res.folder / "trials/0/model_raw.pt").exists()
     report(f"AMP{' (fp16, GradScaler)' if device == 'cuda' else ''}, weight= loss, EMA, checkpoints on {device}", ok,
            f"{result['status']}, perf_val {result.get('perf_val', float('nan')):.3f}, devices {result.get('devices')}")
 

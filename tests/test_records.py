@@ -13,8 +13,8 @@ import pytest
 from helpers import FAST_HP
 
 import ignite_seg
-from ignite_seg.storage.records import RESULT_FORMAT, RUN_FORMAT, RunRecord, TrialResult
-from ignite_seg.storage.result_keys import BestRecord, ResultKeys
+from ignite_seg.storage.records import RESULT_FORMAT, RUN_FORMAT, CheckpointReport, RunRecord, TrialResult
+from ignite_seg.storage.result_keys import BestRecord, ResultKeys, StopRecord
 from ignite_seg.storage.run_folder import RunFolder
 
 OLD = Path(__file__).parent / "data" / "run_cc515ec"
@@ -34,10 +34,13 @@ def old(tmp_path: Path) -> Path:
 
 def test_today_s_records_read_back_as_written():
     result = TrialResult(trial_id=3, status="completed", seconds=1.5, metrics={"loss_val": 0.25, "perf_val": None},
-                         best_over=("val", "val_b"), stopped_early=False, devices=("cpu",), processes=1)
+                         best=BestRecord("loss", "min", 1.5, 0.25, ("val", "val_b")), stop=StopRecord(None),
+                         checkpoints=CheckpointReport(resumed_from_epoch=2), devices=("cpu",), processes=1)
     data = json.loads(json.dumps(result.to_json()))
     assert data["format"] == RESULT_FORMAT and data["metrics"] == {"loss_val": 0.25, "perf_val": None}
-    assert "error" not in data and data["stopped_epoch"] is None  # unset fields are left out; a stop is said
+    assert data["best"] == {"metric": "loss", "mode": "min", "epoch": 1.5, "value": 0.25, "parts": ["val", "val_b"]}
+    assert data["stop"] == {"epoch": None} and data["checkpoints"] == {"resumed_from_epoch": 2}
+    assert "error" not in data and "diverged_iteration" not in data  # fields that say nothing are left out
     assert TrialResult.from_json(data, trial_id=3) == result
     run = RunRecord(loaders={"model": {"describe": "m()"}}, val_names=("a", "b"), planned_trials=(0, 1),
                     best_over=("val", "val_b"), state="collated")
@@ -59,8 +62,9 @@ def test_a_folder_of_cc515ec_reads_as_today_s_records(old):
     assert sorted(trials) == [0, 1]
     t0 = trials[0]
     assert set(t0.metrics) == set(run.keys.final_keys())  # every final value, nothing else, no regex
-    assert t0.completed and t0.stop is not None and not t0.stop.stopped and t0.devices == ("cpu",)
+    assert t0.completed and t0.stop == StopRecord(None) and t0.devices == ("cpu",) and t0.processes == 1
     assert t0.best == BestRecord("loss", "min", 2.0, t0.metric("loss_val"))
+    assert t0.checkpoints == CheckpointReport()
     assert rf.read_final() == CALL["hyperparameters"]
 
 

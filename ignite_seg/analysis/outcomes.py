@@ -50,7 +50,7 @@ def outcomes_info(run: RunRecord | Mapping[str, Any], records: Sequence[TrialRes
     ``records`` are the files' records (or mappings of their keys).
 
     Example:
-        >>> o = outcomes_info({}, [{"trial_id": 1, "status": "completed", "stopped_early": True, "stopped_epoch": 7.0}])
+        >>> o = outcomes_info({}, [{"format": 2, "trial_id": 1, "status": "completed", "stop": {"epoch": 7.0}}])
         >>> o.stops
         ((1, 7.0),)
     """

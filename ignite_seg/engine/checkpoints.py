@@ -56,6 +56,7 @@ from ..exceptions import CheckpointWriteError, ConfigTypeError, FolderError
 from ..storage.atomic import atomic_write_bytes
 from ..storage.contained import contained
 from ..storage.names import CHECKPOINT_NAME, RESULT_JSON
+from ..storage.records import CheckpointReport  # re-exported: defined here before result.json's record
 from ..storage.run_folder import RunFolder
 from .handlers import CurveRecorder, DivergenceStop
 from .recorders import HiddenRecorder, ThroughTimeRecorder
@@ -100,18 +101,6 @@ def folder_visible(plan: CheckpointPlan) -> bool:
         return RunFolder(plan.run_folder).read_run().run_id == plan.run_id
     except (OSError, FolderError):
         return False
-
-
-@dataclass
-class CheckpointReport:
-    """What the checkpoints did for one trial (recorded in its ``result.json``)."""
-
-    #: the epoch the trial resumed from, ``None`` when it started from epoch 0
-    resumed_from_epoch: int | None = None
-    #: why no checkpoint was written or read (e.g. the worker does not see the run folder)
-    off: str | None = None
-    #: why an existing checkpoint was not loaded (the trial started from epoch 0)
-    refused: str | None = None
 
 
 def log_checkpoint_report(trial_id: int, report: CheckpointReport) -> None:

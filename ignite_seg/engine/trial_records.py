@@ -105,13 +105,11 @@ class TrialOutcome:
 
     def result(self) -> TrialResult:
         """The trial's ``result.json`` record (the bytes and arrays are files of their own)."""
-        stop = StopRecord(self.stopped_epoch).to_result() if self.status == "completed" else {}
-        report = self.checkpoints
         return TrialResult(
             trial_id=self.trial_id, status=self.status, seconds=self.seconds, started_at=self.started_at, pid=self.pid,
             metrics=dict(self.metrics), peak_rss_mib=None if self.peak_rss_mib is None else round(self.peak_rss_mib, 1),
-            diverged_iteration=self.diverged_iteration, **(self.best.to_result() if self.best is not None else {}),
-            **stop, error=self.error.strip().splitlines()[-1][:500] if self.error else None,
-            resumed_from_epoch=report.resumed_from_epoch, checkpoints_off=report.off, checkpoint_refused=report.refused,
+            diverged_iteration=self.diverged_iteration, best=self.best,
+            stop=StopRecord(self.stopped_epoch) if self.status == "completed" else None,
+            error=self.error.strip().splitlines()[-1][:500] if self.error else None, checkpoints=self.checkpoints,
             processes=self.processes if self.devices else None, devices=tuple(self.devices),
         )

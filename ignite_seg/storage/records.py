@@ -31,7 +31,8 @@ from typing import Any, Literal, Mapping, TypeVar, get_args
 from ..config.records import JsonRecord
 from .result_keys import BestRecord, ResultKeys, StopRecord
 
-__all__ = ["RunRecord", "TrialResult", "RunState", "RUN_STATES", "RUN_FORMAT", "RESULT_FORMAT", "state"]
+__all__ = ["RunRecord", "TrialResult", "CheckpointReport", "RunState", "RUN_STATES", "RUN_FORMAT", "RESULT_FORMAT",
+           "state"]
 
 #: ``run.json``'s format: 2 is :class:`RunRecord`; 1 (and none) the dict of ignite_seg before it, same keys.
 RUN_FORMAT = 2
@@ -144,11 +145,29 @@ class RunRecord(_FileRecord):
         return cls._from_fields(data, format=RUN_FORMAT)
 
 
+@dataclass(frozen=True, repr=False)
+class CheckpointReport(JsonRecord):
+    """What a trial's mid-trial checkpoints did (``result.json``'s ``checkpoints``; each ``None``
+    when there is nothing to say)."""
+
+    #: the epoch the trial resumed from, ``None`` when it started from epoch 0
+    resumed_from_epoch: int | None = None
+    #: why no checkpoint was written or read (e.g. the worker does not see the run folder)
+    off: str | None = None
+    #: why an existing checkpoint was not loaded (the trial started from epoch 0)
+    refused: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.to_dict().items() if v is not None}
+
+
 @dataclass(frozen=True, repr=False, kw_only=True)
 class TrialResult(_FileRecord):
     """``trials/<i>/result.json``: one finished trial (completed, diverged or failed), written last
     of its files. ``metrics`` holds its final values by their keys (:class:`ResultKeys`:
-    ``loss_<split>``, ``perf_<split>``, ``metric_<m>_<split>``); the rest is bookkeeping."""
+    ``loss_<split>``, ``perf_<split>``, ``metric_<m>_<split>``); ``best``, ``stop`` and ``checkpoints``
+    are records of their own; the rest is bookkeeping. A field that says nothing (``None``, empty)
+    is left out of the file."""
 
     format: int = RESULT_FORMAT
     trial_id: int
@@ -159,21 +178,14 @@ class TrialResult(_FileRecord):
     metrics: dict[str, float | None] = field(default_factory=dict)
     peak_rss_mib: float | None = None
     diverged_iteration: int | None = None
-    #: where the best checkpoint was taken (:class:`BestRecord`), ``None`` without one
-    best_metric: str | None = None
-    best_mode: str | None = None
-    best_epoch: float | None = None
-    best_value: float | None = None
-    best_over: tuple[str, ...] = ()
-    #: a completed trial: whether a user handler stopped it, and at which epoch (:class:`StopRecord`)
-    stopped_early: bool | None = None
-    stopped_epoch: float | None = None
+    #: where the best checkpoint (``model_best.pt``) was taken; ``None`` without one
+    best: BestRecord | None = None
+    #: a completed trial: where a user handler stopped it (``epoch`` ``None``: it ran to the end);
+    #: ``None`` where the record says nothing (not completed)
+    stop: StopRecord | None = None
     #: the last line of the error (the whole traceback is ``error.txt``)
     error: str | None = None
-    #: what the mid-trial checkpoints did: resumed from an epoch, off and why, a file refused
-    resumed_from_epoch: int | None = None
-    checkpoints_off: str | None = None
-    checkpoint_refused: str | None = None
+    checkpoints: CheckpointReport = field(default_factory=CheckpointReport)
     #: the processes that trained it, and the device of each
     processes: int | None = None
     devices: tuple[str, ...] = ()
@@ -182,50 +194,32 @@ class TrialResult(_FileRecord):
     def completed(self) -> bool:
         return self.status == "completed"
 
-    @property
-    def best(self) -> BestRecord | None:
-        """Where the best checkpoint was taken; ``None`` for a trial without one."""
-        if self.best_metric is None:
-            return None
-        nan = float("nan")
-        return BestRecord(self.best_metric, "min" if self.best_mode == "min" else "max",
-                          nan if self.best_epoch is None else float(self.best_epoch),
-                          nan if self.best_value is None else float(self.best_value), self.best_over)
-
-    @property
-    def stop(self) -> StopRecord | None:
-        """Whether a user handler stopped it; ``None`` where the record says nothing (not completed, older)."""
-        if self.stopped_early is None:
-            return None
-        return StopRecord(float(self.stopped_epoch) if self.stopped_early and self.stopped_epoch is not None else None)
-
     def metric(self, key: str) -> float:
         """The final value of ``key`` (NaN when absent or not finite)."""
         value = self.metrics.get(key)
         return float("nan") if value is None else float(value)
 
-    def _present(self) -> dict[str, Any]:
-        return {k: v for k, v in self.to_dict().items() if v is not None and v != []}
-
     def to_json(self) -> dict[str, Any]:
-        """The file's content: the fields set (``None`` and empty ones left out, as they read back)."""
-        data = self._present()
-        if self.stopped_early is not None:  # said whenever a completed trial says whether it stopped
-            data["stopped_epoch"] = self.stopped_epoch
-        return data
+        """The file's content: the fields that say something, the records nested."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(best=None if self.best is None else self.best.to_json(),
+                    stop=None if self.stop is None else self.stop.to_json(),
+                    checkpoints=self.checkpoints.to_json() or None, devices=list(self.devices))
+        return {k: v for k, v in data.items() if v is not None and v != []}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, trial_id: int) -> TrialResult:
-        """Today's record, or a flat one of an older folder (its keys that are no field: the metrics);
-        ``trial_id`` is the trial folder's, for a record without one."""
+        """Today's record, or a flat one of an older folder (:func:`_from_flat`); ``trial_id`` is the
+        trial folder's, for a record without one."""
         fmt = data.get("format")
-        if fmt is None:  # flat: the final values beside the bookkeeping keys
-            names = {f.name for f in dataclasses.fields(cls)}
-            metrics = {k: v for k, v in data.items() if k not in names}
-            return cls._from_fields({"trial_id": trial_id, **data}, metrics=metrics, format=RESULT_FORMAT)
+        if fmt is None:
+            return _from_flat(data, trial_id)
         if not isinstance(fmt, int) or fmt > RESULT_FORMAT:
             raise ValueError(f"result.json format {fmt!r} is newer than this ignite_seg reads ({RESULT_FORMAT})")
-        return cls._from_fields({"trial_id": trial_id, **data})
+        best, stop = data.get("best"), data.get("stop")
+        return cls._from_fields({"trial_id": trial_id, **data}, best=None if best is None else BestRecord.from_json(best),
+                                stop=None if stop is None else StopRecord.from_json(stop),
+                                checkpoints=CheckpointReport.from_dict(data.get("checkpoints") or {}))
 
     @classmethod
     def coerce(cls, value: TrialResult | Mapping[str, Any]) -> TrialResult:
@@ -233,3 +227,30 @@ class TrialResult(_FileRecord):
         if isinstance(value, TrialResult):
             return value
         return cls.from_json(value, trial_id=int(value["trial_id"]))
+
+
+#: The bookkeeping keys of a flat ``result.json`` (before format 2) that are not final values.
+_FLAT_KEYS = frozenset({
+    "trial_id", "status", "seconds", "started_at", "pid", "peak_rss_mib", "diverged_iteration", "error", "processes",
+    "devices", "best_metric", "best_mode", "best_epoch", "best_value", "best_over", "stopped_early", "stopped_epoch",
+    "resumed_from_epoch", "checkpoints_off", "checkpoint_refused",
+})
+
+
+def _from_flat(data: Mapping[str, Any], trial_id: int) -> TrialResult:
+    """A flat ``result.json`` (ignite_seg before format 2): the final values beside the bookkeeping
+    keys, the best checkpoint as ``best_*``, the stop as ``stopped_*``, the checkpoints' facts at the top."""
+    best = None
+    if "best_metric" in data:
+        best = BestRecord.from_json({"metric": data["best_metric"], "mode": data["best_mode"],
+                                     "epoch": data["best_epoch"], "value": data.get("best_value"),
+                                     "parts": data.get("best_over", ())})
+    stop = None
+    if "stopped_early" in data:
+        stop = StopRecord(float(data["stopped_epoch"]) if data["stopped_early"] and data.get("stopped_epoch") is not None
+                          else None)
+    checkpoints = CheckpointReport(data.get("resumed_from_epoch"), data.get("checkpoints_off"),
+                                   data.get("checkpoint_refused"))
+    return TrialResult._from_fields({"trial_id": trial_id, **data}, metrics={k: v for k, v in data.items()
+                                                                            if k not in _FLAT_KEYS},
+                                    best=best, stop=stop, checkpoints=checkpoints)

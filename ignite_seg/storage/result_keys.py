@@ -6,14 +6,14 @@ custom metric ``<m>`` on the same splits. A *split* is named by its key suffix: 
 ``val_<set>`` (every other named set)::
 
     throughtime.npz / throughtimes.npz   losses_<split>  perfs_<split>  metric_<m>_<split>
-    result.json                          loss_<split>    perf_<split>   metric_<m>_<split>
-    results.npz                          final_ + the result.json name
+    result.json's metrics                loss_<split>    perf_<split>   metric_<m>_<split>
+    results.npz                          final_ + the name in result.json's metrics
 
 With ``train(best_metric=..., best_mode=...)`` every trial also records where its best checkpoint
-was taken (:class:`BestRecord`): ``result.json`` ``best_metric``, ``best_mode``, ``best_epoch``,
-``best_value``; ``results.npz`` ``best_epoch`` and ``best_value`` (:data:`BEST_KEYS`, one value
-per trial). A trial stopped early by a user handler records ``stopped_early`` (and ``stopped_epoch``).
-Every trial records ``processes`` (``trial_processes``) and ``devices`` (one per process).
+was taken (:class:`BestRecord`): ``result.json``'s ``best`` (``metric``, ``mode``, ``epoch``,
+``value``); ``results.npz`` ``best_epoch`` and ``best_value`` (:data:`BEST_KEYS`, one value
+per trial). A completed trial records whether a user handler stopped it early (:class:`StopRecord`,
+``result.json``'s ``stop``). The whole ``result.json`` record: :class:`~ignite_seg.storage.records.TrialResult`.
 
 The names are recorded in ``run.json`` as ``val_names`` (primary first) and ``metric_names``;
 a folder without them (older runs, a plain ``(train, val)`` pair) reads as ``["val"]`` and ``[]``.
@@ -71,14 +71,18 @@ class BestRecord:
     value: float
     parts: tuple[str, ...] = ()
 
-    def to_result(self) -> dict[str, Any]:
-        """The :class:`~ignite_seg.storage.records.TrialResult` fields (``best_over`` only for a mean over
-        several sets); read back as ``TrialResult.best``."""
-        out: dict[str, Any] = {"best_metric": self.metric, "best_mode": self.mode, "best_epoch": self.epoch,
-                               "best_value": self.value}
+    def to_json(self) -> dict[str, Any]:
+        """``result.json``'s ``best`` (``parts`` only for a mean over several sets)."""
+        out: dict[str, Any] = {"metric": self.metric, "mode": self.mode, "epoch": self.epoch, "value": self.value}
         if self.parts:
-            out["best_over"] = self.parts
+            out["parts"] = list(self.parts)
         return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BestRecord:
+        value = data.get("value")  # NaN is written as null
+        return cls(str(data["metric"]), "min" if data["mode"] == "min" else "max", float(data["epoch"]),
+                   float("nan") if value is None else float(value), tuple(str(p) for p in data.get("parts", ())))
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,14 @@ class StopRecord:
     def stopped(self) -> bool:
         return self.epoch is not None
 
-    def to_result(self) -> dict[str, Any]:
-        """The :class:`~ignite_seg.storage.records.TrialResult` fields ``stopped_early`` and ``stopped_epoch``;
-        read back as ``TrialResult.stop``."""
-        return {"stopped_early": self.stopped, "stopped_epoch": self.epoch}
+    def to_json(self) -> dict[str, Any]:
+        """``result.json``'s ``stop``: ``{"epoch": null}`` for a trial that ran to its last epoch."""
+        return {"epoch": self.epoch}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StopRecord:
+        epoch = data.get("epoch")
+        return cls(None if epoch is None else float(epoch))
 
 
 class KeyParts(NamedTuple):

@@ -126,6 +126,7 @@ def stop_and_keep_best(folder: Path, stops: dict[int, int], best: dict[int, int]
     ``(best epoch, best value)``: the epoch and the value of the trial's curve at that snapshot.
     """
     from ignite_seg.storage.collate import Collator
+    from ignite_seg.storage.result_keys import BestRecord, StopRecord
     from ignite_seg.storage.run_folder import RunFolder
 
     rf = RunFolder(folder)
@@ -140,9 +141,8 @@ def stop_and_keep_best(folder: Path, stops: dict[int, int], best: dict[int, int]
         tt = {key: (v[:k] if isinstance(v, np.ndarray) and v.ndim == 1 and v.size == tt["epochs"].size else v)
               for key, v in tt.items()}
         chosen[tid] = (float(tt["epochs"][best[tid]]), float(tt[curve][best[tid]]))
-        res = dataclasses.replace(res, best_metric=metric, best_mode=mode, best_epoch=chosen[tid][0],
-                                  best_value=chosen[tid][1], stopped_early=tid in stops,
-                                  stopped_epoch=float(tt["epochs"][-1]) if tid in stops else None)
+        res = dataclasses.replace(res, best=BestRecord(metric, "min" if mode == "min" else "max", *chosen[tid]),
+                                  stop=StopRecord(float(tt["epochs"][-1]) if tid in stops else None))
         _rewrite_trial(rf, collator, tid, res, tt)
     _write_collated(rf, collator)
     return chosen
