@@ -6,14 +6,17 @@ writer and by every reader (:meth:`~ignite_seg.storage.run_folder.RunFolder.read
 file                     record
 =======================  ==============================================================
 ``run.json``             :class:`RunRecord` (format :data:`RUN_FORMAT`)
-``trials/<i>/result.json``  :class:`TrialResult` (format :data:`RESULT_FORMAT`): the final metrics under ``metrics``
+``trials/<i>/result.json``  :class:`TrialResult` (format :data:`RESULT_FORMAT`): the final metrics under ``metrics``;
+                         ``best`` (:class:`BestRecord`), ``stop`` (:class:`StopRecord`), ``checkpoints``
+                         (:class:`CheckpointReport`) nested
 =======================  ==============================================================
 
 Each record has a ``format`` field. Folders written before the records (``run.json`` format 1 or
 none; a flat ``result.json`` with the final metrics beside the bookkeeping keys, no ``format``) read
-as today's records: a field the file lacks takes its default here, once, and a flat result's keys
-that are no field of :class:`TrialResult` are its metrics. Adding a field to a file is adding a
-field to its record.
+as today's records: a field the file lacks takes its default here, once, and a flat result is
+converted by :func:`_from_flat` (its keys that are not bookkeeping are its metrics). Adding a field
+to a file is adding a field to its record (and, for ``result.json``, setting it in
+``TrialOutcome.result()``, where a worker's outcome becomes the record).
 
 Example:
     >>> r = TrialResult(trial_id=0, status="completed", metrics={"loss_val": 0.5})
@@ -60,7 +63,7 @@ class _FileRecord(JsonRecord):
 
     @classmethod
     def _from_fields(cls: type[F], data: Mapping[str, Any], **values: Any) -> F:
-        fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
         out = {k: v for k, v in data.items() if k in fields}
         for name, f in fields.items():
             if isinstance(out.get(name), list) and "tuple[" in str(f.type):
