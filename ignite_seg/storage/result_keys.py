@@ -37,7 +37,7 @@ from .names import (
 )
 
 __all__ = [
-    "ResultKeys", "KeyParts", "BestRecord", "StopRecord", "BEST_KEYS", "TRIAL_FILES", "curve_keys", "final_keys", "is_curve_key", "is_final_key",
+    "ResultKeys", "KeyParts", "BestRecord", "StopRecord", "BEST_KEYS", "TRIAL_FILES", "curve_keys", "final_keys", "is_curve_key",
     "NAME",
 ]
 
@@ -45,7 +45,6 @@ __all__ = [
 NAME = re.compile(r"[A-Za-z0-9_]+\Z")
 _SPLIT = r"(?:train|val(?:_[A-Za-z0-9_]+)?)"
 _CURVE = re.compile(rf"(?!.*_smoothed\Z)(?:(?:losses|perfs)|metric_[A-Za-z0-9_]+?)_{_SPLIT}\Z")
-_FINAL = re.compile(rf"(?:(?:loss|perf)|metric_[A-Za-z0-9_]+?)_{_SPLIT}\Z")
 
 Kind = Literal["loss", "perf", "metric"]
 Mode = Literal["min", "max"]
@@ -152,12 +151,6 @@ class ResultKeys:
         return cls(tuple(record.get("val_names") or ("val",)), tuple(record.get("metric_names") or ()),
                    tuple((str(k), "min" if v == "min" else "max") for k, v in dict(modes).items()))
 
-    def to_record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"val_names": list(self.val_names), "metric_names": list(self.metric_names)}
-        if self.metric_modes:
-            out["metric_modes"] = dict(self.metric_modes)
-        return out
-
     @property
     def splits(self) -> tuple[str, ...]:
         """``train``, ``val`` and ``val_<set>`` for every other validation set."""
@@ -228,8 +221,3 @@ def final_keys(val_names: tuple[str, ...] = ("val",), metric_names: tuple[str, .
 def is_curve_key(key: str) -> bool:
     """Whether ``key`` has the shape of a through-time key of the scheme (names not needed)."""
     return bool(_CURVE.match(key))
-
-
-def is_final_key(key: str) -> bool:
-    """Whether ``key`` has the shape of a final value of the scheme in ``result.json``."""
-    return bool(_FINAL.match(key))
