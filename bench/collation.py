@@ -17,6 +17,7 @@ from common import machine
 
 from ignite_seg.storage.atomic import write_npz
 from ignite_seg.storage.collate import CURVE_KEYS, Collator
+from ignite_seg.storage.records import TrialResult
 
 
 def main() -> None:
@@ -29,7 +30,8 @@ def main() -> None:
     print(f"machine: {machine()}; {s} snapshots per trial")
     for t in (100, 1000, 5000):
         curves = {k: rng.random(s) for k in CURVE_KEYS}
-        result = {"loss_train": 0.1, "loss_val": 0.2, "perf_train": 0.9, "perf_val": 0.8, "seconds": 1.0}
+        result = TrialResult(trial_id=0, status="completed", seconds=1.0,
+                             metrics={"loss_train": 0.1, "loss_val": 0.2, "perf_train": 0.9, "perf_val": 0.8})
         c = Collator({"snapshots_per_epoch": 10}, smooth_window=11)
         t0 = time.perf_counter()
         for i in range(t):

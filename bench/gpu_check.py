@@ -96,7 +96,7 @@ def check_resume(folder: Path, hp: ignite_seg.FixedHyperparameters, device: str)
     hp = dataclasses.replace(hp, amp=True, ema_decay=0.99, epochs=6)
     run = folder / "resume"
     run.mkdir(parents=True)
-    (run / "run.json").write_text(json.dumps({"run_id": "gpu_check"}))
+    (run / "run.json").write_text(json.dumps({"run_id": "gpu_check", "loaders": {}}))
     marker = folder / "stop"
     per_epoch = (1437 + hp.batch_size - 1) // hp.batch_size  # the digits' training set
     stop = normalize_spec(("gpu_check", "stop_once", (), {"marker": str(marker), "at_iteration": 4 * per_epoch + 5}),
@@ -124,7 +124,7 @@ def check_features(folder: Path, hp: ignite_seg.FixedHyperparameters, device: st
                            hyperparameters=hp, analysis="none", trials=1, trials_strict=True, cores=1,
                            seed=0, device=device, checkpoint_every=5, history_folder=folder / "history")
     result = json.loads((res.folder / "trials" / "0" / "result.json").read_text())
-    ok = result["status"] == "completed" and result["perf_val"] > 0.8 and (res.folder / "trials/0/model_raw.pt").exists()
+    ok = result["status"] == "completed" and result["metrics"]["perf_val"] > 0.8 and (res.folder / "trials/0/model_raw.pt").exists()
     report(f"AMP{' (fp16, GradScaler)' if device == 'cuda' else ''}, weight= loss, EMA, checkpoints on {device}", ok,
            f"{result['status']}, perf_val {result.get('perf_val', float('nan')):.3f}, devices {result.get('devices')}")
 

@@ -85,15 +85,16 @@ def run_example(name: str, repo: Path, out: Path, timeout: float) -> dict:
 
 def _runs(work: Path) -> list[dict]:
     """Each run folder's state and its trials' final val perf / loss."""
+    from ignite_seg.storage import RunFolder
+
     runs = []
     for run_json in sorted(work.rglob("run.json")):
         folder = run_json.parent
         perfs, losses = [], []
-        for res in sorted(folder.glob("trials/*/result.json")):
-            r = json.loads(res.read_text())
-            if r.get("status") == "completed":
-                perfs.append(r.get("perf_val"))
-                losses.append(r.get("loss_val"))
+        for _, r in RunFolder(folder).finished_trials():
+            if r.completed:
+                perfs.append(r.metrics.get("perf_val"))
+                losses.append(r.metrics.get("loss_val"))
         runs.append({"folder": str(folder.relative_to(work)), "state": json.loads(run_json.read_text()).get("state"),
                      "perf_val": perfs, "loss_val": losses})
     return runs

@@ -27,7 +27,6 @@ file to build them, hence the ``if __name__ == "__main__"`` guard.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 
 import torch
@@ -145,6 +144,7 @@ class SpanIoU(Metric):
 
 def main() -> None:
     import ignite_seg
+    from ignite_seg.storage import RunFolder
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2)
@@ -168,10 +168,11 @@ def main() -> None:
         best_metric="perf", best_mode="max", best_over="mean",
     )
     for trial in result.completed:
-        res = json.loads((result.folder / "trials" / str(trial.trial_id) / "result.json").read_text())
-        print(f"trial {trial.trial_id}: final per-token accuracy clean {res['perf_val']:.3f} / noisy "
-              f"{res['perf_val_noisy']:.3f}, IoU clean {res['metric_iou_val']:.3f} (EMA weights, whole sets); "
-              f"best snapshot at epoch {res['best_epoch']:.2f} with mean accuracy {res['best_value']:.3f}")
+        res = RunFolder(result.folder).read_result(trial.trial_id)  # trials/<i>/result.json, as a record
+        assert res is not None and res.best is not None
+        print(f"trial {trial.trial_id}: final per-token accuracy clean {res.metric('perf_val'):.3f} / noisy "
+              f"{res.metric('perf_val_noisy'):.3f}, IoU clean {res.metric('metric_iou_val'):.3f} (EMA weights, whole "
+              f"sets); best snapshot at epoch {res.best.epoch:.2f} with mean accuracy {res.best.value:.3f}")
     if result.completed:
         model = ignite_seg.load_model(result.folder, result.completed[0].trial_id, model=GRUTagger(), best=True)
         print(f"the best checkpoint: {sum(p.numel() for p in model.parameters())} parameters, "

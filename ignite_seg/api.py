@@ -37,10 +37,11 @@ from .runtime.logs import ensure_logging
 from .runtime.main_module import check_main_guard, workers_skip_main
 from .runtime.tasks import TaskLost, TaskRunner, prestart
 from .runtime.workers import second_interrupt_exits, start_method
-from .storage.atomic import read_json, write_json, write_npz
+from .storage.atomic import write_npz
 from .storage.claim import claimed
 from .storage.collate import Collator
-from .storage.run_folder import RunFolder, state
+from .storage.records import RunRecord, TrialResult, state
+from .storage.run_folder import RunFolder
 
 __all__ = ["train", "load_model", "TrainResult", "TrialSummary", "trial_seed"]
 
@@ -189,17 +190,18 @@ def run_validated(cfg: RunConfig, entry: str, runner: TaskRunner | None = None) 
         cfg = dataclasses.replace(cfg, setup=setup)
         # archive an old run and take the lock
         with claimed(cfg.folder, cfg.history, fresh=previous is None) as rf, _on_interrupt(rf):
-            run_info = {**run_record(cfg, previous, facts["val_names"]), "n_train": facts["n_train"]}  # the figure's steps
+            run_info = run_record(cfg, previous, facts["val_names"], facts["n_train"])
             rf.write_run(run_info)
             with contextlib.ExitStack() as stack:
                 runner = runner or stack.enter_context(TaskRunner(cfg.cores, cfg.executor, preload=WORKER_PRELOAD,
                                                                        method=method))
                 with failure_recorded(rf, run_info, "tuning"):
                     hp = _hyperparameters(rf, runner, cfg, facts)
-                run_info["planned_trials"] = plan_trials(rf, cfg, previous, cfg.trials_at_once)
+                run_info = dataclasses.replace(run_info, planned_trials=tuple(plan_trials(rf, cfg, previous,
+                                                                                          cfg.trials_at_once)))
                 rf.write_run(run_info)  # the plan is on disk before any trial runs
-                finished, collator = _run_trials(rf, runner, cfg, hp, run_info["planned_trials"])
-            _collate(rf, cfg, collator, run_info)
+                finished, collator = _run_trials(rf, runner, cfg, hp, list(run_info.planned_trials))
+            run_info = _collate(rf, cfg, collator, run_info)
             _analyse(rf, cfg, run_info)
             return train_result(rf, hp, finished)
 
@@ -234,7 +236,7 @@ def _on_interrupt(rf: RunFolder) -> Iterator[None]:
 
 def _run_trials(
     rf: RunFolder, runner: TaskRunner, cfg: RunConfig, hp: FixedHyperparameters, plan: list[int]
-) -> tuple[dict[int, dict[str, Any]], Collator]:
+) -> tuple[dict[int, TrialResult], Collator]:
     """Run the planned trials not finished yet; every finished trial, and the collator holding them."""
     from .engine.trainer import TrialTask
 
@@ -243,10 +245,10 @@ def _run_trials(
         {"snapshots_per_epoch": cfg.setup.snapshots_per_epoch, **hp.to_dict()}, smooth_window=cfg.setup.snapshots_per_epoch | 1
     )
     for tid, res in finished.items():
-        if res.get("status") == "completed":
+        if res.completed:
             collator.add(tid, res, rf.read_throughtime(tid))
     todo = [t for t in plan if t not in finished]
-    first_completed = min((t for t, r in finished.items() if r.get("status") == "completed"), default=None)
+    first_completed = min((t for t, r in finished.items() if r.completed), default=None)
     record_hidden_id = todo[0] if cfg.collect.collects_hidden and first_completed is None and todo else None
     assert cfg.seed is not None  # settled
     checkpoints = checkpoint_plan(rf, runner, cfg) if todo else None
@@ -265,25 +267,26 @@ def _run_trials(
             if outcome.status == "completed":
                 collator.add(outcome.trial_id, res, outcome.throughtime)
             else:
-                logger.warning("trial %d %s: %s", outcome.trial_id, outcome.status, res.get("error"))
+                logger.warning("trial %d %s: %s", outcome.trial_id, outcome.status, res.error)
             bar.update(1)
     return finished, collator
 
 
-def _collate(rf: RunFolder, cfg: RunConfig, collator: Collator, run_info: dict[str, Any]) -> None:
+def _collate(rf: RunFolder, cfg: RunConfig, collator: Collator, run_info: RunRecord) -> RunRecord:
     results, tt = collator.arrays()
     write_npz(rf.results, **results)
     write_npz(rf.throughtimes, **tt)
     # "collated": trials and collation done, the analysis not yet (a crash there is resumed too)
-    run_info["state"] = state("collated" if cfg.analysis.level > 0 else "complete")
+    run_info = dataclasses.replace(run_info, state=state("collated" if cfg.analysis.level > 0 else "complete"))
     rf.write_run(run_info)
     if len(collator):
         logger.info("%d completed trial(s) collated into %s and %s", len(collator), rf.results, rf.throughtimes)
         logger.info("final val perf: mean %.4f, best %.4f", results["final_perf_val"].mean(),
                     results["final_perf_val"].max())
+    return run_info
 
 
-def _analyse(rf: RunFolder, cfg: RunConfig, run_info: dict[str, Any]) -> None:
+def _analyse(rf: RunFolder, cfg: RunConfig, run_info: RunRecord) -> None:
     if cfg.analysis.level == 0:
         return
     from .analysis import analyze_folder
@@ -295,8 +298,7 @@ def _analyse(rf: RunFolder, cfg: RunConfig, run_info: dict[str, Any]) -> None:
                      "with: python -m ignite_seg.reanalyze %s --analysis %s", cfg.analysis.name,
                      type(exc).__name__, exc, rf.path, cfg.analysis.name)
         warnings.warn(f"analysis failed: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
-    run_info["state"] = state("complete")
-    rf.write_run(run_info)
+    rf.write_run(dataclasses.replace(run_info, state=state("complete")))
 
 
 def _hyperparameters(
@@ -305,11 +307,10 @@ def _hyperparameters(
     """The recipe of the trials: the fixed one, the folder's tuned one, or a new tuning."""
     settings = cfg.hp_settings
     if isinstance(settings, FixedHyperparameters):  # a mismatch with the folder's was refused up front
-        write_json(rf.hparams / "final.json", settings.to_dict())
+        rf.write_final(settings)
         return settings
-    final = rf.hparams / "final.json"
-    if final.is_file():
-        existing = FixedHyperparameters.from_dict(read_json(final))
+    existing = rf.read_final()
+    if existing is not None:
         logger.info("reusing the folder's tuned hyperparameters %s", existing)
         return existing
     from .tuning.recipe import choose_recipe

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .exceptions import FolderError, IgniteSegError
+from .storage.names import THROUGHTIME_NPZ
 from .storage.run_folder import RunFolder
-from .storage.schemas import FINAL_JSON, LR_NPZ, LRSweepFile, read_final
+from .storage.schemas import LR_NPZ, LRSweepFile
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -74,7 +75,7 @@ def export_tensorboard(folder: str | Path, out: str | Path) -> list[Path]:
 
 
 def _trial_curves(writer_cls: type[SummaryWriter], rf: RunFolder, trial: int, logdir: Path) -> Path | None:
-    path = rf.trial(trial) / "throughtime.npz"
+    path = rf.trial(trial) / THROUGHTIME_NPZ
     if not path.is_file():
         return None
     curves = rf.read_throughtime(trial)
@@ -102,14 +103,15 @@ def _lr_sweep(writer_cls: type[SummaryWriter], sweep: LRSweepFile, logdir: Path)
 
 
 def _hparams(writer_cls: type[SummaryWriter], rf: RunFolder, logdir: Path) -> list[Path]:
-    final = read_final(rf.hparams / FINAL_JSON)
+    final = rf.read_final()
     if final is None:
         return []
     recipe = {k: _hparam_value(v) for k, v in final.to_dict().items()}
     written = []
     with writer_cls(log_dir=str(logdir)) as writer:
         for trial, result in rf.finished_trials():
-            metrics = {f"hparam/{k}": float(v) for k, v in result.items()
+            numbers = {**{k: v for k, v in result.to_json().items() if k not in ("format", "metrics")}, **result.metrics}
+            metrics = {f"hparam/{k}": float(v) for k, v in numbers.items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}
             writer.add_hparams({**recipe, "trial": trial}, metrics, run_name=f"trial_{trial}")
             written.append(logdir / f"trial_{trial}")

@@ -9,6 +9,7 @@ from .config.specs import LoaderSpec, normalize_spec
 from .engine.models import as_model
 from .exceptions import ConfigError, FolderError
 from .storage.atomic import named_damage
+from .storage.names import MODEL_BEST_PT, MODEL_INIT_PT, MODEL_PT
 from .storage.run_folder import RunFolder
 
 __all__ = ["load_model"]
@@ -52,7 +53,7 @@ def load_model(
         raise ConfigError("load_model: initial=True and best=True ask for two different weights; pass one of them.")
     rf = RunFolder(folder)
     info = rf.read_run()
-    path = rf.trial(trial) / ("model_init.pt" if initial else "model_best.pt" if best else "model.pt")
+    path = rf.trial(trial) / (MODEL_INIT_PT if initial else MODEL_BEST_PT if best else MODEL_PT)
     if not path.is_file():
         raise FolderError(
             f"trial {trial} of {str(rf.path)!r} has no {path.name}; trials with weights: "
@@ -62,10 +63,10 @@ def load_model(
         raise ConfigError(
             f"load_model does not run code recorded in a folder by itself. Pass model= (a torch.nn.Module "
             f"of the run's architecture, or its loader spec), or trust_recipe=True to import and call the "
-            f"recorded model loader {info['loaders']['model'].get('describe')} (only for a folder you trust)."
+            f"recorded model loader {info.loaders['model'].get('describe')} (only for a folder you trust)."
         )
     if model is None:
-        model = as_model(LoaderSpec.from_json(info["loaders"]["model"]).build())
+        model = as_model(LoaderSpec.from_json(info.loaders["model"]).build())
     elif not isinstance(model, torch.nn.Module):
         model = as_model(normalize_spec(model, "model").build())
     with named_damage(path):  # a truncated file: a FolderError naming it, not miniz's RuntimeError

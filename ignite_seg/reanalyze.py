@@ -36,7 +36,7 @@ def _recorded_analysis(folder: str) -> str:
     from .storage.run_folder import RunFolder
 
     try:
-        recorded = str(RunFolder(folder).read_run().get("analysis", "images"))
+        recorded = RunFolder(folder).read_run().analysis
     except FolderError:  # analyze() says what is wrong with the folder
         return "images"
     return "images" if recorded in ("none", "text") else recorded

@@ -34,9 +34,10 @@ from .run_config import (  # re-exported: where they were defined before run_con
 )
 from .run_result import TrainResult, TrialSummary, train_result  # re-exported: train()'s result
 from .runtime.tasks import TaskRunner
-from .storage.atomic import read_json
+from .storage.names import CHECKPOINT_NAME
+from .storage.records import RUN_FORMAT, RUN_STATES, RunRecord, RunState, state
 from .storage.result_keys import ResultKeys
-from .storage.run_folder import CHECKPOINT_NAME, RUN_STATES, RunFolder, RunState, check_replaceable, has_content, state
+from .storage.run_folder import RunFolder, check_replaceable, has_content
 
 __all__ = [
     "RunConfig", "RunState", "RUN_STATES", "check_continuation", "failure_recorded", "settle", "run_record", "plan_trials", "TrainResult",
@@ -81,7 +82,7 @@ def checkpoint_plan(rf: RunFolder, runner: TaskRunner, cfg: RunConfig) -> Checkp
     """
     if cfg.checkpoint_every == 0:
         return None
-    plan = CheckpointPlan(cfg.checkpoint_every, str(rf.path), str(rf.read_run()["run_id"]))
+    plan = CheckpointPlan(cfg.checkpoint_every, str(rf.path), str(rf.read_run().run_id))
     if cfg.executor is not None:
         seen = next(iter(runner.map_unordered(folder_visible, [plan], key=lambda p: p.run_id)))
         if seen is False:
@@ -92,7 +93,7 @@ def checkpoint_plan(rf: RunFolder, runner: TaskRunner, cfg: RunConfig) -> Checkp
     return plan
 
 
-def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
+def check_continuation(cfg: RunConfig) -> RunRecord | None:
     """The folder's ``run.json`` when ``cfg`` continues it, ``None`` for a fresh run.
 
     Reads only: every mismatch is refused here, before the call writes anything.
@@ -115,14 +116,14 @@ def check_continuation(cfg: RunConfig) -> dict[str, Any] | None:
             "run.json). Use another folder, or an empty one."
         )
     previous = rf.read_run()
-    if previous.get("accuracy_style") != cfg.setup.accuracy_style:
+    if previous.accuracy_style != cfg.setup.accuracy_style:
         raise ConfigError(
             f"is_continuation=True: the folder's run used accuracy_style="
-            f"{previous.get('accuracy_style')!r}, not {cfg.setup.accuracy_style!r}. Pass the same value, or "
+            f"{previous.accuracy_style!r}, not {cfg.setup.accuracy_style!r}. Pass the same value, or "
             "start a new run with is_continuation=False."
         )
     for name, spec in cfg.setup.specs.items():
-        _check_same_loader(name, spec, previous["loaders"].get(name, {}))
+        _check_same_loader(name, spec, previous.loaders.get(name, {}))
     _check_same_recipe(rf, cfg.hp_settings)
     return previous
 
@@ -142,31 +143,32 @@ def _check_same_loader(name: str, spec: LoaderSpec, old: Mapping[str, Any]) -> N
 
 
 def _check_same_recipe(rf: RunFolder, settings: HyperparameterSettings | FixedHyperparameters) -> None:
-    final = rf.hparams / "final.json"
-    if not (isinstance(settings, FixedHyperparameters) and final.is_file() and rf.trial_ids()):
+    if not (isinstance(settings, FixedHyperparameters) and rf.trial_ids()):
         return
-    existing = FixedHyperparameters.from_dict(read_json(final))
-    if existing != settings:
+    existing = rf.read_final()
+    if existing is not None and existing != settings:
         raise ConfigError(
             f"is_continuation=True with hyperparameters={settings!r}, but the folder's trials used "
             f"{existing!r}; trials of one run share one recipe. Start a new run instead."
         )
 
 
-def settle(cfg: RunConfig, previous: Mapping[str, Any] | None) -> RunConfig:
+def settle(cfg: RunConfig, previous: RunRecord | None) -> RunConfig:
     """``cfg`` with the values a continuation keeps from the folder (seed, data collected)."""
     if previous is None:
         seed = cfg.seed if cfg.seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
         return dataclasses.replace(cfg, seed=seed)
-    seed = int(previous["seed"])
+    if previous.seed is None:
+        raise FolderError("is_continuation=True, but the folder's run.json records no seed; start a new run "
+                          "with is_continuation=False.")
+    seed = int(previous.seed)
     if cfg.seed is not None and cfg.seed != seed:
         logger.warning("is_continuation=True: keeping the folder's seed %d (seed=%d ignored)", seed, cfg.seed)
     return dataclasses.replace(
         cfg,
         seed=seed,
-        collect=resolve_analysis(previous.get("allow_later_analysis_up_to", cfg.collect.name)),
-        setup=dataclasses.replace(
-            cfg.setup, snapshots_per_epoch=int(previous.get("snapshots_per_epoch", cfg.setup.snapshots_per_epoch))),
+        collect=resolve_analysis(previous.allow_later_analysis_up_to),
+        setup=dataclasses.replace(cfg.setup, snapshots_per_epoch=previous.snapshots_per_epoch or cfg.setup.snapshots_per_epoch),
     )
 
 
@@ -180,65 +182,57 @@ def _versions() -> dict[str, str]:
     }
 
 
-def run_record(cfg: RunConfig, previous: Mapping[str, Any] | None, val_names: Sequence[str] = ("val",)) -> dict[str, Any]:
+def run_record(cfg: RunConfig, previous: RunRecord | None, val_names: Sequence[str] = ("val",),
+               n_train: int | None = None) -> RunRecord:
     """``run.json`` of this call, in state ``running`` (a continuation keeps the folder's plan).
 
     ``val_names`` are the recipe's validation sets (the probe's), recorded with the custom metrics'
-    names and directions for the collation and the analysis (:class:`~ignite_seg.storage.result_keys.ResultKeys`).
+    names and directions for the collation and the analysis (:class:`~ignite_seg.storage.result_keys.ResultKeys`);
+    ``n_train`` the training set's size (the LR figure's steps).
     """
-    info: dict[str, Any] = dict(previous or {})
-    info.pop("error", None)  # a failure of an earlier call is not this call's
-    info.update(
-        {
-            "format": 1,
-            "versions": _versions(),
-            "created": info.get("created") or _dt.datetime.now().isoformat(timespec="seconds"),
-            # tells a worker that the folder it sees is this run's (mid-trial checkpoints)
-            "run_id": info.get("run_id") or uuid.uuid4().hex,
-            "loaders": {k: s.to_json() for k, s in cfg.setup.specs.items()},
-            "accuracy_style": cfg.setup.accuracy_style,
-            "hyperparameters": {
-                "kind": "fixed" if isinstance(cfg.hp_settings, FixedHyperparameters) else "tuned",
-                **cfg.hp_settings.to_dict(),
-            },
-            "analysis": cfg.analysis.name,
-            "allow_later_analysis_up_to": cfg.collect.name,
-            "seed": cfg.seed,
-            "device": cfg.setup.device,
-            "snapshots_per_epoch": cfg.setup.snapshots_per_epoch,
-            "checkpoint_every": cfg.checkpoint_every,
-            "trial_processes": cfg.setup.processes,
-            "argv": sys.argv,
-        }
-    )
-    keys = {"val_names": list(val_names), "metric_names": list(cfg.setup.metrics), "metric_modes": dict(cfg.metric_modes)}
-    info.update(ResultKeys.from_record(keys).to_record())
-    info.update(best_metric=cfg.setup.best_metric, best_mode=cfg.setup.best_mode,
-                best_over=cfg.best_over if isinstance(cfg.best_over, str) else list(cfg.best_over),
-                val_only_metrics=list(cfg.setup.val_only_metrics),
-                handlers=[spec.describe(DESCRIBE_MAX) for spec in cfg.setup.handlers])
-    if previous is not None and previous.get("state") == "complete":
-        info.pop("planned_trials", None)  # this call plans anew: killed before that, it adds its trials
-    if not info.get("planned_trials") and (cfg.trials or "requested_trials" not in info):
+    prev = previous or RunRecord(loaders={})
+    planned = () if prev.state == "complete" else prev.planned_trials  # a finished run's next call plans anew
+    requested = prev.requested_trials
+    if not planned and (cfg.trials or requested is None):
         # what a recovery (trials=0) of this call, killed before its plan, adds
-        info["requested_trials"] = {"trials": cfg.trials, "trials_strict": cfg.trials_strict}
-    info["state"] = state("running")
-    return info
+        requested = {"trials": cfg.trials, "trials_strict": cfg.trials_strict}
+    keys = ResultKeys.from_record({"val_names": val_names, "metric_names": list(cfg.setup.metrics),
+                                   "metric_modes": dict(cfg.metric_modes)})
+    kind = "fixed" if isinstance(cfg.hp_settings, FixedHyperparameters) else "tuned"
+    return dataclasses.replace(
+        prev, format=RUN_FORMAT, versions=_versions(),
+        created=prev.created or _dt.datetime.now().isoformat(timespec="seconds"),
+        run_id=prev.run_id or uuid.uuid4().hex,  # tells a worker that the folder it sees is this run's
+        loaders={k: s.to_json() for k, s in cfg.setup.specs.items()}, accuracy_style=cfg.setup.accuracy_style,
+        hyperparameters={"kind": kind, **cfg.hp_settings.to_dict()}, analysis=cfg.analysis.name,
+        allow_later_analysis_up_to=cfg.collect.name, seed=cfg.seed, device=cfg.setup.device,
+        snapshots_per_epoch=cfg.setup.snapshots_per_epoch, checkpoint_every=cfg.checkpoint_every,
+        trial_processes=cfg.setup.processes, argv=tuple(sys.argv), val_names=keys.val_names,
+        metric_names=keys.metric_names, metric_modes=dict(keys.metric_modes), best_metric=cfg.setup.best_metric,
+        best_mode=cfg.setup.best_mode, best_over=_best_over(cfg), val_only_metrics=tuple(cfg.setup.val_only_metrics),
+        handlers=tuple(spec.describe(DESCRIBE_MAX) for spec in cfg.setup.handlers),
+        requested_trials=requested, state=state("running"), n_train=n_train if n_train is not None else prev.n_train,
+        planned_trials=planned, error=None,  # a failure of an earlier call is not this call's
+    )
+
+
+def _best_over(cfg: RunConfig) -> str | tuple[str, ...]:
+    return cfg.best_over if isinstance(cfg.best_over, str) else tuple(cfg.best_over)
 
 
 @contextlib.contextmanager
-def failure_recorded(rf: RunFolder, run_info: dict[str, Any], stage: str) -> Iterator[None]:
+def failure_recorded(rf: RunFolder, run_info: RunRecord, stage: str) -> Iterator[None]:
     """A :class:`TuningError` in ``stage`` recorded in ``run.json`` (state ``failed``, the error) before it
     reaches the caller: the folder says what failed, and ``reanalyze`` what to change, not "unfinished"."""
     try:
         yield
     except TuningError as exc:
-        run_info.update(state=state("failed"), error={"stage": stage, "type": type(exc).__name__, "message": str(exc)})
-        rf.write_run(run_info)
+        error = {"stage": stage, "type": type(exc).__name__, "message": str(exc)}
+        rf.write_run(dataclasses.replace(run_info, state=state("failed"), error=error))
         raise
 
 
-def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | None, capacity: int) -> list[int]:
+def plan_trials(rf: RunFolder, cfg: RunConfig, previous: RunRecord | None, capacity: int) -> list[int]:
     """The trial ids of this call, the finished ones included (they are skipped, not rerun).
 
     An interrupted run (state not ``complete``) finishes its recorded plan and adds nothing; a
@@ -249,15 +243,15 @@ def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | Non
     if redo:
         logger.warning("trial(s) %s had an unreadable result.json (kept as result.json.corrupt): rerunning them", redo)
     unfinished = {t for t in rf.trial_ids() if rf.read_result(t) is None}
-    interrupted = previous is not None and previous.get("state") != "complete"
-    if interrupted and previous and previous.get("planned_trials"):
-        plan = [int(t) for t in previous["planned_trials"]]
+    interrupted = previous is not None and previous.state != "complete"
+    if interrupted and previous and previous.planned_trials:
+        plan = [int(t) for t in previous.planned_trials]
         logger.info("resuming an interrupted run: %d of %d planned trials left",
                     sum(t in unfinished or not rf.trial(t).is_dir() for t in plan), len(plan))
     else:
         trials, strict = cfg.trials, cfg.trials_strict
         if interrupted and previous and trials == 0:  # killed before its plan: the request it recorded
-            asked = previous.get("requested_trials") or {}
+            asked = previous.requested_trials or {}
             trials, strict = int(asked.get("trials", 0)), bool(asked.get("trials_strict", True))
         n = trials if strict or trials == 0 else -(-trials // capacity) * capacity
         if n != trials:
@@ -271,19 +265,24 @@ def plan_trials(rf: RunFolder, cfg: RunConfig, previous: Mapping[str, Any] | Non
     return sorted(set(plan) | unfinished)
 
 
-def check_same_metrics(cfg: RunConfig, previous: Mapping[str, Any] | None) -> None:
-    old = list((previous or {}).get("metric_names") or [])
-    if previous is not None and old != list(cfg.setup.metrics):
+def check_same_metrics(cfg: RunConfig, previous: RunRecord | None) -> None:
+    if previous is None:
+        return
+    old = list(previous.metric_names)
+    if old != list(cfg.setup.metrics):
         raise ConfigError(
             f"is_continuation=True: metrics={sorted(cfg.setup.metrics)} but the folder's trials recorded {old}; "
             "trials of one run are collated together. Pass the same metrics, or start a new run."
         )
-    prev = previous or {}
-    old_best = (prev.get("best_metric"), prev.get("best_mode"), prev.get("best_over", "primary"))  # older: primary
-    over = cfg.best_over if isinstance(cfg.best_over, str) else list(cfg.best_over)
-    if previous is not None and old_best != (cfg.setup.best_metric, cfg.setup.best_mode, over):
+    old_best = (previous.best_metric, previous.best_mode, previous.best_over)  # older: primary
+    over = _best_over(cfg)
+    if old_best != (cfg.setup.best_metric, cfg.setup.best_mode, over):
         raise ConfigError(
-            f"is_continuation=True: best_metric={cfg.setup.best_metric!r}, best_mode={cfg.setup.best_mode!r}, best_over={over!r} "
-            f"but the folder's trials kept the best by {old_best[0]!r}, {old_best[1]!r} over {old_best[2]!r}; pass "
-            "the same, or start a new run."
+            f"is_continuation=True: best_metric={cfg.setup.best_metric!r}, best_mode={cfg.setup.best_mode!r}, "
+            f"best_over={_shown(over)!r} but the folder's trials kept the best by {old_best[0]!r}, {old_best[1]!r} over "
+            f"{_shown(old_best[2])!r}; pass the same, or start a new run."
         )
+
+
+def _shown(over: str | tuple[str, ...]) -> str | list[str]:
+    return over if isinstance(over, str) else list(over)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from .config.hyperparameters import FixedHyperparameters
+from .storage.records import TrialResult
 from .storage.run_folder import RunFolder
 
 __all__ = ["TrialSummary", "TrainResult", "train_result"]
@@ -61,13 +62,12 @@ class TrainResult:
         return "\n".join(lines)
 
 
-def train_result(rf: RunFolder, hp: FixedHyperparameters, finished: Mapping[int, Mapping[str, Any]]) -> TrainResult:
-    nan = float("nan")
+def train_result(rf: RunFolder, hp: FixedHyperparameters, finished: Mapping[int, TrialResult]) -> TrainResult:
     summaries = tuple(
         TrialSummary(
-            trial_id=tid, status=str(r.get("status")), loss_train=float(r.get("loss_train", nan)),
-            loss_val=float(r.get("loss_val", nan)), perf_train=float(r.get("perf_train", nan)),
-            perf_val=float(r.get("perf_val", nan)), seconds=float(r.get("seconds") or nan), error=r.get("error"),
+            trial_id=tid, status=r.status, loss_train=r.metric("loss_train"), loss_val=r.metric("loss_val"),
+            perf_train=r.metric("perf_train"), perf_val=r.metric("perf_val"),
+            seconds=float(r.seconds or float("nan")), error=r.error,
         )
         for tid, r in sorted(finished.items())
     )

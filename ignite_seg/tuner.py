@@ -22,6 +22,7 @@ from .config.presets import PRESETS, get_preset
 from .exceptions import ConfigError
 from .run_config import LoaderLike, validate
 from .runtime.logs import ensure_logging
+from .storage.names import MISC_JSON
 from .storage.run_folder import RunFolder
 from .storage.schemas import MiscFile
 from .tuning.lr_finder import RangeTestResult, lr_range_test
@@ -108,7 +109,7 @@ def tune(
 def tune_result(folder: str | os.PathLike[str]) -> TuneResult:
     """The :class:`TuneResult` of a folder whose tune completed (read from ``hparams/``)."""
     rf = RunFolder(folder)
-    misc = MiscFile.read(rf.hparams / "misc.json", strict=False)
+    misc = MiscFile.read(rf.hparams / MISC_JSON, strict=False)
     steps = misc.steps if misc is not None else None
     if misc is None or misc.final is None or steps is None or steps.used_lr_range is None:
         raise ConfigError(f"{str(rf.path)!r} holds no completed tune (hparams/misc.json); run tune() first.")

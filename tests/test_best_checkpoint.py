@@ -19,6 +19,7 @@ from ignite_seg.engine.scoring import Scorer
 from ignite_seg.engine.trainer import TrialTask, run_trial
 from ignite_seg.exceptions import ConfigError, ConfigTypeError
 from ignite_seg.storage.collate import Collator
+from ignite_seg.storage.records import TrialResult
 from ignite_seg.storage.result_keys import BestRecord
 
 
@@ -69,14 +70,14 @@ def test_train_writes_model_best_result_fields_and_results_keys(run_kwargs):
     with np.load(folder / "results.npz") as r, np.load(folder / "throughtimes.npz") as tt:
         assert r["best_value"].shape == r["best_epoch"].shape == (2,)
         for row, tid in enumerate(r["trial_ids"]):
-            result = json.loads((folder / "trials" / str(tid) / "result.json").read_text())
+            result = json.loads((folder / "trials" / str(tid) / "result.json").read_text())["best"]
             k = int(np.argmin(tt["losses_val"][row]))
-            assert result["best_metric"] == "loss" and result["best_mode"] == "min"
-            assert result["best_epoch"] == r["best_epoch"][row] == tt["epochs"][k]
-            assert result["best_value"] == r["best_value"][row] == tt["losses_val"][row, k]
+            assert result["metric"] == "loss" and result["mode"] == "min"
+            assert result["epoch"] == r["best_epoch"][row] == tt["epochs"][k]
+            assert result["value"] == r["best_value"][row] == tt["losses_val"][row, k]
             model = ignite_seg.load_model(folder, int(tid), model=mlp(), best=True)
             _, val = blobs()
-            assert measure_loss(model, *val.tensors) == pytest.approx(result["best_value"], rel=1e-6)
+            assert measure_loss(model, *val.tensors) == pytest.approx(result["value"], rel=1e-6)
     assert json.loads((folder / "run.json").read_text())["best_mode"] == "min"
     with pytest.raises(ConfigError, match="initial=True and best=True"):
         ignite_seg.load_model(folder, 0, model=mlp(), initial=True, best=True)
@@ -112,16 +113,16 @@ def test_collation_keeps_best_arrays_and_pads_a_shorter_trial_with_nan():
     full = {"epochs": np.array([0.0, 0.5, 1.0, 1.5]), **{k: np.arange(4.0) for k in keys}}
     short = {"epochs": full["epochs"][:2], **{k: np.arange(2.0) + 10 for k in keys}}
     final = {"loss_train": 1.0, "loss_val": 1.0, "perf_train": 0.5, "perf_val": 0.5}
-    col.add(1, {**final, **BestRecord("loss", "min", 0.5, 10.0).to_result()}, short)
-    col.add(0, {**final, **BestRecord("loss", "min", 1.5, 3.0).to_result()}, full)
+    col.add(1, TrialResult(trial_id=1, status="completed", metrics=final, best=BestRecord("loss", "min", 0.5, 10.0)), short)
+    col.add(0, TrialResult(trial_id=0, status="completed", metrics=final, best=BestRecord("loss", "min", 1.5, 3.0)), full)
     results, tt = col.arrays()
     assert results["best_epoch"].tolist() == [1.5, 0.5] and results["best_value"].tolist() == [3.0, 10.0]
     assert tt["epochs"].tolist() == [0.0, 0.5, 1.0, 1.5]
     np.testing.assert_array_equal(tt["losses_val"], [[0, 1, 2, 3], [10, 11, np.nan, np.nan]])
     with pytest.raises(ValueError, match="has no best checkpoint"):
-        col.add(2, final, full)
+        col.add(2, TrialResult(trial_id=2, status="completed", metrics=final), full)
     with pytest.raises(ValueError, match="other epochs"):
-        col.add(3, final, {**full, "epochs": full["epochs"] + 0.1})
+        col.add(3, TrialResult(trial_id=3, status="completed", metrics=final), {**full, "epochs": full["epochs"] + 0.1})
 
 
 @pytest.mark.parametrize("mode,values,improving", [
@@ -191,8 +192,8 @@ def test_a_synthetic_pair_of_curves_picks_the_best_mean_not_the_best_primary():
         recorder.append(epochs=k / 10, perfs_val=c, perfs_val_noisy=n, losses_val=1.0, losses_val_noisy=1.0)
         best._on_snapshot(engine)
     assert best.record() == BestRecord("perf", "max", 0.2, 0.75, ("val", "val_noisy"))
-    assert best.record().to_result()["best_over"] == ["val", "val_noisy"]
-    assert BestRecord.from_result(best.record().to_result()) == best.record()
+    assert best.record().to_json()["parts"] == ["val", "val_noisy"]
+    assert BestRecord.from_json(best.record().to_json()) == best.record()
 
 
 def test_best_parts_maps_set_names_to_parts_and_refuses_unknown_names():
@@ -211,11 +212,11 @@ def test_train_best_over_mean_writes_the_mean_and_says_so_and_continuation_must_
     folder = res.folder
     with np.load(folder / "throughtimes.npz") as tt, np.load(folder / "results.npz") as r:
         for row, tid in enumerate(r["trial_ids"]):
-            result = json.loads((folder / "trials" / str(tid) / "result.json").read_text())
+            result = json.loads((folder / "trials" / str(tid) / "result.json").read_text())["best"]
             mean = (tt["perfs_val"][row] + tt["perfs_val_shifted"][row]) / 2
             k = int(np.argmax(mean))
-            assert result["best_over"] == ["val", "val_shifted"]
-            assert (result["best_epoch"], result["best_value"]) == (tt["epochs"][k], pytest.approx(mean[k]))
+            assert result["parts"] == ["val", "val_shifted"]
+            assert (result["epoch"], result["value"]) == (tt["epochs"][k], pytest.approx(mean[k]))
     assert json.loads((folder / "run.json").read_text())["best_over"] == "mean"
     with pytest.raises(ConfigError, match=r"best_over='primary' but .* over 'mean'"):
         ignite_seg.train(*TWO_SETS, **{**run_kwargs, "is_continuation": True}, best_metric="perf", best_mode="max")

@@ -28,7 +28,7 @@ CRASH_AT = 3 * 6 + 2
 def _run_folder(tmp_path, run_id="abc"):
     folder = tmp_path / "run"
     folder.mkdir(exist_ok=True)
-    (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
+    (folder / "run.json").write_text(json.dumps({"run_id": run_id, "loaders": {}}))
     return folder
 
 
@@ -149,8 +149,8 @@ def test_the_checkpoint_is_removed_only_once_the_trial_is_written(tmp_path):
     result = RunFolder(tmp_path / "run").write_trial(outcome)
     d = tmp_path / "run" / "trials" / "0"
     assert (d / "model.pt").is_file() and (d / "result.json").is_file() and not plan.path(0).exists()
-    assert result["resumed_from_epoch"] == 3
-    assert json.loads((d / "result.json").read_text())["resumed_from_epoch"] == 3
+    assert result.checkpoints == CheckpointReport(resumed_from_epoch=3)
+    assert json.loads((d / "result.json").read_text())["checkpoints"] == {"resumed_from_epoch": 3}
 
 
 def test_no_checkpoint_is_written_for_a_trial_recorded_as_finished(tmp_path):

@@ -6,17 +6,18 @@ import pytest
 
 from ignite_seg.smoothing import moving_average
 from ignite_seg.storage.collate import Collator
+from ignite_seg.storage.records import TrialResult
 from ignite_seg.storage.result_keys import ResultKeys, curve_keys, final_keys
 
 S = 7
 KEYS = ResultKeys(("clean", "noisy"), ("iou",))
 
 
-def _trial(tid: int, keys: ResultKeys) -> tuple[dict, dict]:
+def _trial(tid: int, keys: ResultKeys) -> tuple[TrialResult, dict]:
     """A trial whose every value encodes (trial, key) so a mix-up shows."""
     rng = np.random.default_rng(tid)
-    result = {"status": "completed", "seconds": 1.5 + tid, "epochs": 2,
-              **{k: tid + i / 100 for i, k in enumerate(keys.final_keys())}}
+    result = TrialResult(trial_id=tid, status="completed", seconds=1.5 + tid,
+                         metrics={k: tid + i / 100 for i, k in enumerate(keys.final_keys())})
     tt = {"epochs": np.linspace(0, 2, S), "settings": np.asarray(["{}"]),
           **{k: rng.random(S) + 10 * i for i, k in enumerate(keys.curve_keys())}}
     return result, tt
@@ -40,7 +41,7 @@ def test_plain_run_collates_exactly_the_four_keys_as_before():
         stacked = np.stack([trials[t][1][k] for t in (0, 1, 2)])
         assert tt[k].tobytes() == stacked.tobytes() and tt[k].shape == (3, S)
         assert tt[f"{k}_smoothed"].tobytes() == moving_average(stacked, 3, axis=1).tobytes()
-    assert results["final_perf_val"].tolist() == [trials[t][0]["perf_val"] for t in (0, 1, 2)]
+    assert results["final_perf_val"].tolist() == [trials[t][0].metrics["perf_val"] for t in (0, 1, 2)]
     assert results["seconds"].tolist() == [1.5, 2.5, 3.5]
 
 
@@ -80,7 +81,7 @@ def test_a_trial_with_other_keys_is_refused_and_not_added():
 def test_result_keys_names_parse_and_old_records():
     assert ResultKeys.from_record({"accuracy_style": "classification"}) == ResultKeys(("val",), ())
     rec = {"val_names": ["clean", "noisy"], "metric_names": ["iou"]}
-    assert ResultKeys.from_record(rec) == KEYS and KEYS.to_record() == rec
+    assert ResultKeys.from_record(rec) == KEYS
     assert KEYS.parse("final_metric_iou_val_noisy") == ("metric", "iou", "val_noisy", "noisy")
     assert KEYS.parse("perfs_val") == ("perf", None, "val", "clean")
     assert KEYS.parse("losses_train_smoothed") is None and KEYS.parse("epochs") is None

@@ -38,7 +38,7 @@ def test_mnist_shape_pair_model_and_helper_handle(tmp_path):
     assert json.loads((run / "run.json").read_text())["state"] == "complete"
     assert (run / "hparams" / "lr_vs_perf.npz").is_file()  # --hparams fastest: tuned
     results = [json.loads((run / "trials" / str(i) / "result.json").read_text()) for i in range(2)]
-    assert all(r["status"] == "completed" and r["perf_val"] > 0.8 for r in results)  # the classifier learns
+    assert all(r["status"] == "completed" and r["metrics"]["perf_val"] > 0.8 for r in results)  # the classifier learns
     sd = torch.load(run / "trials" / "0" / "model.pt", weights_only=True)
     assert set(sd) == {"0.weight", "0.bias", "2.weight", "2.bias"}  # the stripped model was trained
     assert (run / "analysis" / "summary.md").is_file()
@@ -56,7 +56,7 @@ def test_delta_to_dir_shape_cached_subsets_load_in_the_workers(tmp_path):
     # second run: the dataset comes from torch.load of the cached (Subset, Subset), here and in the workers
     _script("delta_to_dir_like.py", "--folder", str(tmp_path / "b"), *flags, env=env, cwd=tmp_path)
     res = json.loads((tmp_path / "b" / "current" / "trials" / "0" / "result.json").read_text())
-    assert res["status"] == "completed" and res["perf_val"] > 0.7
+    assert res["status"] == "completed" and res["metrics"]["perf_val"] > 0.7
 
 
 def test_nonlins_shape_sweeper_result_tuples(tmp_path, monkeypatch):

@@ -116,7 +116,7 @@ def test_train_relaunches_a_group_that_lost_a_rank_from_its_checkpoint(run_kwarg
                            handlers=[kill], **kwargs)
     assert marker.exists() and [t.status for t in res.trials] == ["completed"]
     got = run_kwargs["folder"] / "trials" / "0"
-    assert json.loads((got / "result.json").read_text())["resumed_from_epoch"] == 3
+    assert json.loads((got / "result.json").read_text())["checkpoints"]["resumed_from_epoch"] == 3
     assert not (got / "checkpoint.pt").exists()
     ignite_seg.train(("resume_tasks", "Interruptible", (), {}), ("tasks", "blobs", (), {}), CE,
                      **{**kwargs, "folder": tmp_path / "reference"})

@@ -85,8 +85,8 @@ def test_export_writes_curves_sweep_and_hparams_equal_to_the_files(run, tmp_path
         assert recorded["lr_start"].number_value == pytest.approx(final["lr_start"])
         assert recorded["schedule"].string_value == "one-cycle" and recorded["trial"].number_value == i
         assert recorded["betas"].string_value == "[0.9, 0.999]"
-        np.testing.assert_allclose(_scalars(acc, "hparam/loss_val")[1], [result["loss_val"]], rtol=1e-6)
-        np.testing.assert_allclose(_scalars(acc, "hparam/perf_val")[1], [result["perf_val"]], rtol=1e-6)
+        np.testing.assert_allclose(_scalars(acc, "hparam/loss_val")[1], [result.metrics["loss_val"]], rtol=1e-6)
+        np.testing.assert_allclose(_scalars(acc, "hparam/perf_val")[1], [result.metrics["perf_val"]], rtol=1e-6)
 
 
 def test_without_tensorboard_the_error_names_the_extra(run, tmp_path, monkeypatch):

@@ -39,7 +39,8 @@ def test_end_to_end_two_workers_layout_and_shapes(run_kwargs, caplog):
         d = folder / "trials" / str(i)
         result = json.loads((d / "result.json").read_text())
         assert result["status"] == "completed"
-        assert set(result) >= {"status", "seconds", "loss_train", "loss_val", "perf_train", "perf_val"}
+        assert set(result) >= {"format", "status", "seconds", "metrics"}
+        assert set(result["metrics"]) == {"loss_train", "loss_val", "perf_train", "perf_val"}
         sd = torch.load(d / "model.pt", weights_only=True)
         sd0 = torch.load(d / "model_init.pt", weights_only=True)
         assert set(sd) == {"0.weight", "0.bias", "2.weight", "2.bias"}

@@ -40,7 +40,7 @@ def test_sequence_tagging_tunes_and_trains_with_padding_ignored_and_a_custom_met
     real = batch.targets != -1
     expected = float((pred[real] == batch.targets[real]).float().mean())
     result = json.loads((folder / "trials" / "0" / "result.json").read_text())
-    assert result["perf_val"] == pytest.approx(expected, abs=1e-6)
+    assert result["metrics"]["perf_val"] == pytest.approx(expected, abs=1e-6)
     # the custom metric through time, at the end, and collated
     tt = _npz(folder / "trials" / "0" / "throughtime.npz")
     assert tt["metric_iou_val"].shape == tt["epochs"].shape and np.isfinite(tt["metric_iou_val"]).all()
@@ -96,7 +96,7 @@ def test_two_named_validation_sets_are_both_recorded_the_primary_under_ignite_si
     results = _npz(folder / "results.npz")
     assert {"final_perf_val", "final_perf_val_shifted", "final_loss_val_shifted"} <= set(results)
     result = json.loads((folder / "trials" / "0" / "result.json").read_text())
-    assert {"perf_val", "perf_val_shifted"} <= set(result)
+    assert {"perf_val", "perf_val_shifted"} <= set(result["metrics"])
     assert not np.allclose(results["final_perf_val"], results["final_perf_val_shifted"])
 
 

@@ -37,13 +37,13 @@ def test_early_stopping_stops_one_trial_and_the_run_collates_and_analyses(run_kw
     tt0 = dict(np.load(folder / "trials" / "0" / "throughtime.npz"))
     k = replay_early_stopping(-tt0["losses_val"], PATIENCE)  # where EarlyStopping stops on this curve
     assert k is not None and len(tt0["epochs"]) == k + 1  # no snapshot after the stop
-    assert stopped["stopped_early"] is True and stopped["stopped_epoch"] == tt0["epochs"][-1] < FAST_HP.epochs
-    assert full["stopped_early"] is False and full["stopped_epoch"] is None
+    assert stopped["stop"]["epoch"] == tt0["epochs"][-1] < FAST_HP.epochs
+    assert full["stop"] == {"epoch": None}  # ran to its last epoch
     with np.load(folder / "throughtimes.npz") as tt:
         assert tt["losses_val"].shape == (2, 2 * FAST_HP.epochs + 1) and tt["epochs"][-1] == FAST_HP.epochs
         assert np.isnan(tt["losses_val"][0, k + 1:]).all() and np.isfinite(tt["losses_val"][1]).all()
     # one row per completed epoch (ignite fires no EPOCH_COMPLETED for the epoch terminate() ends)
-    for tid, rows in ((0, math.ceil(stopped["stopped_epoch"]) - 1), (1, FAST_HP.epochs)):
+    for tid, rows in ((0, math.ceil(stopped["stop"]["epoch"]) - 1), (1, FAST_HP.epochs)):
         path = folder / "trials" / str(tid) / "metrics.csv"
         table = list(csv.reader(path.read_text().splitlines())) if rows else [["epoch", "losses_val"]]
         assert table[0] == ["epoch", "losses_val"] and [int(r[0]) for r in table[1:]] == list(range(1, rows + 1))
@@ -111,7 +111,7 @@ def test_on_a_dask_cluster_the_files_and_the_best_checkpoint_come_back_through_t
     for tid in (0, 1):
         trial = res.folder / "trials" / str(tid)
         assert len((trial / "metrics.csv").read_text().splitlines()) == 1 + FAST_HP.epochs
-        assert (trial / "model_best.pt").is_file() and "best_epoch" in json.loads((trial / "result.json").read_text())
+        assert (trial / "model_best.pt").is_file() and "epoch" in json.loads((trial / "result.json").read_text())["best"]
 
 
 def test_an_unguarded_script_whose_handler_it_defines_is_refused_before_any_worker(tmp_path):

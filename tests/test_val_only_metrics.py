@@ -81,8 +81,8 @@ def test_train_records_val_only_metrics_in_run_json(run_kwargs):
                            val_only_metrics=["iou"])
     assert json.loads((res.folder / "run.json").read_text())["val_only_metrics"] == ["iou"]
     result = json.loads((res.folder / "trials" / "0" / "result.json").read_text())
-    assert result["metric_iou_train"] is None or math.isnan(result["metric_iou_train"])
-    assert 0 <= result["metric_iou_val"] <= 1
+    assert result["metrics"]["metric_iou_train"] is None or math.isnan(result["metrics"]["metric_iou_train"])
+    assert 0 <= result["metrics"]["metric_iou_val"] <= 1
 
 
 @pytest.mark.parametrize("value,error,needle", [

@@ -18,6 +18,7 @@ from ..config.analysis import LEVELS, AnalysisSettings, resolve_analysis
 from ..exceptions import AnalysisUnavailableError, FolderError
 
 if TYPE_CHECKING:
+    from ..storage.records import RunRecord
     from ..storage.run_folder import RunFolder
     from .products import Product, Task
 
@@ -76,16 +77,18 @@ def analyze(folder: str | os.PathLike[str], *, analysis: str | AnalysisSettings 
 def _mark_complete(rf: RunFolder, settings: AnalysisSettings) -> None:
     """A run whose train() was stopped during its analysis (``collated``) is complete once the
     analysis it asked for is made."""
+    import dataclasses
+
     run = rf.read_run()
-    asked = str(run.get("analysis", "none"))
-    if run.get("state") == "collated" and settings.level >= resolve_analysis(asked if asked in LEVELS else "video").level:
-        rf.write_run({**run, "state": "complete"})
+    asked = run.analysis
+    if run.state == "collated" and settings.level >= resolve_analysis(asked if asked in LEVELS else "video").level:
+        rf.write_run(dataclasses.replace(run, state="complete"))
 
 
-def _check_collected(run: dict[str, Any], settings: AnalysisSettings) -> None:
+def _check_collected(run: RunRecord, settings: AnalysisSettings) -> None:
     """Refuse an analysis that needs data the run did not record: only the video's hidden-representation
     scene depends on ``allow_later_analysis_up_to`` (every run records its through-time curves)."""
-    collected = str(run.get("allow_later_analysis_up_to", "video"))
+    collected = run.allow_later_analysis_up_to
     recorded = resolve_analysis(collected if collected in LEVELS else "video", "allow_later_analysis_up_to")
     if settings.collects_hidden and not recorded.collects_hidden:
         raise AnalysisUnavailableError(
@@ -106,21 +109,21 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
     _check_collected(run, settings)
     if settings.level == 0:
         return
-    if run.get("state") == "failed":
-        err = run.get("error") or {}
+    if run.state == "failed":
+        err = run.error or {}
         raise FolderError(
             f"the run in {str(rf.path)!r} failed while {err.get('stage', 'running')} ({err.get('type', 'error')}): "
             f"{err.get('message', 'no message recorded')}\nChange what the error says, then run train() again: "
             "is_continuation=False archives this folder; is_continuation=True reruns the failed step with the new settings."
         )
-    if run.get("state") not in ("complete", "collated"):  # collated: train() is analysing it now
+    if run.state not in ("complete", "collated"):  # collated: train() is analysing it now
         if not rf.results.is_file():
             raise FolderError(
-                f"the run in {str(rf.path)!r} never finished (state {run.get('state')!r}, no results.npz): "
+                f"the run in {str(rf.path)!r} never finished (state {run.state!r}, no results.npz): "
                 "finish it with ignite_seg.train(..., is_continuation=True), then analyse it."
             )
         logger.warning("the run in %s did not finish (state %r): analysing the trials collated so far",
-                       rf.path, run.get("state"))
+                       rf.path, run.state)
     if settings.animations or settings.video:
         from .movie import ffmpeg_exe
 
@@ -161,12 +164,12 @@ def analyze_folder(rf: RunFolder, settings: AnalysisSettings, cores: int = 1, fo
 _RUN_BOOKKEEPING = ("state", "argv", "analysis", "created", "run_id", "checkpoint_every")
 
 
-def _run_digest(run: dict[str, Any]) -> str:
+def _run_digest(run: RunRecord) -> str:
     """A digest of what ``run.json`` tells the analysis (its mtime is not an input: see :data:`_RUN_BOOKKEEPING`)."""
     import hashlib
     import json
 
-    facts = {k: v for k, v in run.items() if k not in _RUN_BOOKKEEPING}
+    facts = {k: v for k, v in run.to_json().items() if k not in _RUN_BOOKKEEPING}
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -284,12 +287,13 @@ def _fork_safe() -> bool:
 def _write_index(rf: RunFolder, fresh: list[Product]) -> None:
     """``index.html`` linking every up-to-date output; rewritten only when its text changes."""
     from ..storage.atomic import atomic_write_bytes
+    from ..storage.names import RESULTS_NPZ, RUN_JSON, THROUGHTIMES_NPZ
     from .report import render_index
 
     present = [o for p in fresh for o in p.outputs if (rf.analysis / o).is_file()]
     md = rf.analysis / "summary.md"
     summary = md.read_text(encoding="utf-8") if "summary.md" in present else None
-    data = [f"../{name}" for name in ("results.npz", "throughtimes.npz", "run.json") if (rf.path / name).is_file()]
+    data = [f"../{name}" for name in (RESULTS_NPZ, THROUGHTIMES_NPZ, RUN_JSON) if (rf.path / name).is_file()]
     from .extract import run_title
     from .snapshot import Snapshot
 

@@ -51,7 +51,7 @@ def batch_of(snap: Snapshot) -> BatchInfo | None:
 def schedule_of(snap: Snapshot) -> ScheduleInfo | None:
     final = snap.final
     run = snap.run_or_none  # a tune-only folder may have none
-    n_train = run.get("n_train") if isinstance(run, dict) else None  # absent in older runs: 40 steps an epoch
+    n_train = run.n_train if run is not None else None  # absent in older runs: 40 steps an epoch
     ipe = -(-int(n_train) // int(final.batch_size)) if final is not None and n_train else None
     return schedule_info(final, iters_per_epoch=ipe) if final is not None else None
 
@@ -73,7 +73,7 @@ def final_of(snap: Snapshot) -> FinalInfo | None:
         return None
     from ._mpl import PERF_LABELS
 
-    label = "final val " + PERF_LABELS.get(str(snap.run.get("accuracy_style")), "perf")
+    label = "final val " + PERF_LABELS.get(snap.style, "perf")
     c = snap.counts
     return final_info(snap.results, "final_perf_val", label, c.get("failed", 0), c.get("diverged", 0))
 
@@ -84,7 +84,7 @@ def final_panels_of(snap: Snapshot) -> FinalPanelsInfo | None:
     from ._mpl import PERF_LABELS
 
     c = snap.counts
-    return final_panels_info(snap.results, snap.keys, PERF_LABELS.get(str(snap.run.get("accuracy_style")), "perf"),
+    return final_panels_info(snap.results, snap.keys, PERF_LABELS.get(snap.style, "perf"),
                              c.get("failed", 0), c.get("diverged", 0))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..storage.schemas import FINAL_JSON
+from ..storage.names import BS_NPZ, FINAL_JSON, MISC_JSON, SAMPLED_NPZ
 from . import batch, captions, curves, extract, hidden, lr, metrics
 from .figure_spec import FigureSpec
 from .load import hidden_inputs, hparams_inputs, results_inputs, throughtimes_inputs
@@ -51,14 +51,14 @@ LR_SWEEP = FigureSpec(
 )
 BATCH_SIZE = FigureSpec(
     name="batch_size_png", file="batch_size.png", needs="images", cost=0.6,
-    inputs=lambda rf: hparams_inputs(rf, "final.json", "bs_vs_perf.npz", "bs_sampled.npz", "misc.json"),
+    inputs=lambda rf: hparams_inputs(rf, FINAL_JSON, BS_NPZ, SAMPLED_NPZ, MISC_JSON),
     available=has_batch_search, extract=extract.batch_of, plot=batch.plot_batch_size, title="Batch size",
     caption="Perf against batch size, the gradient noise scale B_simple, and the candidates at the held-out score "
             "the rule ranks (pruned ones at their score when cut), with the tie rule when it decided.",
 )
 SCHEDULE = FigureSpec(
     name="schedule_png", file="lr_schedule.png", needs="images", cost=0.3,
-    inputs=lambda rf: hparams_inputs(rf, "final.json"), available=lambda snap: (snap.rf.hparams / FINAL_JSON).is_file(),
+    inputs=lambda rf: hparams_inputs(rf, FINAL_JSON), available=lambda snap: (snap.rf.hparams / FINAL_JSON).is_file(),
     extract=extract.schedule_of, plot=lr.plot_schedule, title="Schedule of the final trials",
     caption="Learning rate (log scale) of every final trial.",
     caption_of=lambda info: f"The final trials' learning rate: {captions.schedule_caption(info)}.",

@@ -1,7 +1,7 @@
 """How the completed trials ended: the best checkpoint of each (``model_best.pt``) and the early stops.
 
 :func:`outcomes_info` reads the trials' ``result.json`` records through their storage records
-(:class:`.BestRecord`, :class:`.StopRecord`); the summary's lines and table and the figures' marks
+(:class:`~ignite_seg.storage.records.TrialResult`: its ``best`` and ``stop``); the summary's lines and table and the figures' marks
 are drawn from the :class:`Outcomes` it returns. A run without a best checkpoint and without user
 handlers gives no line at all.
 """
@@ -11,7 +11,8 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from ..storage.result_keys import BestRecord, Mode, ResultKeys, StopRecord
+from ..storage.records import RunRecord, TrialResult
+from ..storage.result_keys import Mode, ResultKeys
 from ._mpl import PERF_LABELS, fmt
 
 __all__ = ["TrialBest", "Outcomes", "outcomes_info", "best_label", "epoch_text", "outcome_lines", "outcome_table",
@@ -44,30 +45,31 @@ class Outcomes(NamedTuple):
     parts: tuple[str, ...] = ()
 
 
-def outcomes_info(run: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> Outcomes:
-    """The completed trials' best checkpoints and early stops, in trial order (pure).
+def outcomes_info(run: RunRecord | Mapping[str, Any], records: Sequence[TrialResult | Mapping[str, Any]]) -> Outcomes:
+    """The completed trials' best checkpoints and early stops, in trial order (pure). ``run`` and
+    ``records`` are the files' records (or mappings of their keys).
 
     Example:
-        >>> o = outcomes_info({}, [{"trial_id": 1, "status": "completed", "stopped_early": True, "stopped_epoch": 7.0}])
+        >>> o = outcomes_info({}, [{"format": 2, "trial_id": 1, "status": "completed", "stop": {"epoch": 7.0}}])
         >>> o.stops
         ((1, 7.0),)
     """
     metric, mode = None, None
     parts: tuple[str, ...] = ()
     completed, best, stops = [], [], []
-    for rec in sorted(records, key=lambda r: int(r["trial_id"])):
-        if rec.get("status") != "completed":
+    for rec in sorted((TrialResult.coerce(r) for r in records), key=lambda r: r.trial_id):
+        if not rec.completed:
             continue
-        tid = int(rec["trial_id"])
+        tid = rec.trial_id
         completed.append(tid)
-        b = BestRecord.from_result(rec)
+        b = rec.best
         if b is not None:
             metric, mode, parts = b.metric, b.mode, b.parts
             best.append(TrialBest(tid, b.epoch, b.value))
-        s = StopRecord.from_result(rec)
+        s = rec.stop
         if s is not None and s.epoch is not None:
             stops.append((tid, s.epoch))
-    return Outcomes(tuple(completed), metric, mode, tuple(best), tuple(stops), len(run.get("handlers") or ()),
+    return Outcomes(tuple(completed), metric, mode, tuple(best), tuple(stops), len(RunRecord.coerce(run).handlers),
                     parts)
 
 

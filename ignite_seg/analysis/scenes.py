@@ -154,7 +154,7 @@ def _title(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
     run = snap.run
     summary = extract.summary_of(snap)
     hp = summary.final_hp
-    loaders = run.get("loaders", {})
+    loaders = run.loaders
     c = summary.counts
     s = summary.stats["final_perf_val"]
     lines = [
@@ -170,7 +170,7 @@ def _title(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
 
     def draw() -> None:
         fig.text(0.5, 0.82, f"ignite_seg run: {summary.title}", ha="center", va="center", fontsize=18, weight="bold")
-        fig.text(0.5, 0.72, f"{summary.created or ''}   seed {run.get('seed', '?')}", ha="center", va="center",
+        fig.text(0.5, 0.72, f"{summary.created or ''}   seed {'?' if run.seed is None else run.seed}", ha="center", va="center",
                  fontsize=10, color="grey")
         fig.text(0.5, 0.38, "\n".join(lines), ha="center", va="center", fontsize=10, linespacing=1.5)
 

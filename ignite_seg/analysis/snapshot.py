@@ -14,18 +14,17 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
+from ..storage.records import RunRecord, TrialResult
 from ..storage.result_keys import ResultKeys
 from ..storage.run_folder import RunFolder
 from ..storage.schemas import (
     BS_NPZ,
-    FINAL_JSON,
     LR_NPZ,
     MISC_JSON,
     SAMPLED_NPZ,
     BatchSampledFile,
     BatchSweepFile,
     LRSweepFile,
-    read_final,
 )
 from .load import hidden_path, read_json_or_none, read_npz, trial_records
 from .outcomes import BestMarks, Outcomes, best_label, best_marks, outcomes_info
@@ -41,27 +40,27 @@ class Snapshot:
         self.rf = RunFolder(folder)
 
     @cached_property
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunRecord:
         """``run.json`` (a :class:`~ignite_seg.exceptions.FolderError` when the folder has none)."""
         return self.rf.read_run()
 
     @cached_property
-    def run_or_none(self) -> Any:
-        """``run.json`` as read, or ``None`` (a tune-only folder of an older version may have none)."""
-        return read_json_or_none(self.rf.run_json)
+    def run_or_none(self) -> RunRecord | None:
+        """``run.json``, or ``None`` (a tune-only folder of an older version may have none)."""
+        return self.rf.read_run() if self.rf.is_run() else None
 
     @cached_property
     def keys(self) -> ResultKeys:
         """The run's validation sets and custom metrics (``run.json``; an older folder: ``val`` alone)."""
-        return ResultKeys.from_record(self.run)
+        return self.run.keys
 
     @cached_property
     def style(self) -> str:
-        return str(self.run.get("accuracy_style", "classification"))
+        return self.run.accuracy_style
 
     @cached_property
     def final(self) -> FixedHyperparameters | None:
-        return read_final(self.rf.hparams / FINAL_JSON)
+        return self.rf.read_final()
 
     @cached_property
     def misc(self) -> Any:
@@ -88,8 +87,8 @@ class Snapshot:
         return read_npz(self.rf.throughtimes)
 
     @cached_property
-    def trial_records(self) -> list[dict[str, Any]]:
-        """Every finished trial's ``result.json`` (all statuses), with ``error_text``."""
+    def trial_records(self) -> list[TrialResult]:
+        """Every finished trial's ``result.json`` (all statuses)."""
         return trial_records(self.rf)
 
     @cached_property
@@ -121,5 +120,5 @@ class Snapshot:
         """Finished trials by status (``completed``, ``diverged``, ``failed``)."""
         counts = {"completed": 0, "diverged": 0, "failed": 0}
         for rec in self.trial_records:
-            counts[str(rec.get("status"))] = counts.get(str(rec.get("status")), 0) + 1
+            counts[rec.status] = counts.get(rec.status, 0) + 1
         return counts

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..engine.schedule_text import describe_schedule
 from ..exceptions import IgniteSegError
+from ..storage.records import RunRecord, TrialResult
 from ..storage.result_keys import ResultKeys
 from ..storage.schemas import (
     MISC_JSON,
@@ -90,15 +91,12 @@ class SummaryInfo(NamedTuple):
     rising: tuple[Rise, ...] = ()
 
 
-def _reason(rec: Mapping[str, Any]) -> str:
-    if rec.get("status") == "diverged":
-        it = rec.get("diverged_iteration")
-        base = rec.get("error") or "loss became non-finite"
+def _reason(rec: TrialResult) -> str:
+    if rec.status == "diverged":
+        it = rec.diverged_iteration
+        base = rec.error or "loss became non-finite"
         return base if it is None or str(it) in str(base) else f"{base} (iteration {it})"
-    if rec.get("error"):
-        return str(rec["error"])
-    text = str(rec.get("error_text") or "").strip()
-    return text.splitlines()[-1][:500] if text else "no error recorded"
+    return rec.error or "no error recorded"
 
 
 class TunerFiles(NamedTuple):
@@ -111,20 +109,23 @@ class TunerFiles(NamedTuple):
 
 
 def summary_info(
-    run: Mapping[str, Any],
+    run: RunRecord | Mapping[str, Any],
     final_hp: Mapping[str, Any] | None,
     results: Mapping[str, np.ndarray] | None,
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[TrialResult | Mapping[str, Any]],
     tuner: TunerFiles = TunerFiles(),
     title: str = "run",
     throughtimes: Mapping[str, np.ndarray] | None = None,
 ) -> SummaryInfo:
-    """Everything the summary says, from the folder's records (pure).
+    """Everything the summary says, from the folder's records (pure; ``run`` and ``records`` may come
+    as mappings of the files' keys).
 
     ``tuner.misc`` is ``misc.json`` as read (shown as it is); the tuner files come as records or their arrays;
     ``throughtimes`` (``throughtimes.npz``) shows which trials' training loss rose.
     """
-    hp_kind = str(run.get("hyperparameters", {}).get("kind", "tuned"))
+    run = RunRecord.coerce(run)
+    trials = [TrialResult.coerce(r) for r in records]
+    hp_kind = run.hp_kind
     hp = dict(final_hp or {})
     misc, lr, bs, bs_sampled = tuner
     misc_file = MiscFile.from_json(misc) if isinstance(misc, Mapping) else MiscFile()
@@ -136,26 +137,25 @@ def summary_info(
     evidence["cycle_size_epochs"] = sched
     evidence["epochs"] = sched
     ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
-    keys = ResultKeys.from_record(run)
+    keys = run.keys
     metrics = final_metrics(keys)
     stats = {key: describe(np.asarray((results or {}).get(key, np.zeros(0)), dtype=np.float64), ids, mode, space_of(key))
              for key, _label, mode in metrics}
     seconds = describe(np.asarray((results or {}).get("seconds", np.zeros(0)), dtype=np.float64), ids, "min")
     counts = {"completed": 0, "diverged": 0, "failed": 0}
     problems = []
-    for rec in sorted(records, key=lambda r: int(r["trial_id"])):
-        status = str(rec.get("status"))
-        counts[status] = counts.get(status, 0) + 1
-        if status != "completed":
-            problems.append(Problem(int(rec["trial_id"]), status, _reason(rec)))
-    planned = run.get("planned_trials") or []
+    for rec in sorted(trials, key=lambda r: r.trial_id):
+        counts[rec.status] = counts.get(rec.status, 0) + 1
+        if not rec.completed:
+            problems.append(Problem(rec.trial_id, rec.status, _reason(rec)))
+    planned = run.planned_trials
     counts["planned"] = len(planned)
-    counts["unfinished"] = len(set(int(t) for t in planned) - {int(r["trial_id"]) for r in records})
+    counts["unfinished"] = len(set(planned) - {r.trial_id for r in trials})
     return SummaryInfo(
-        title=title, created=run.get("created"), state=_state_after_analysis(str(run.get("state", "unknown"))),
-        versions=dict(run.get("versions", {})), accuracy_style=str(run.get("accuracy_style", "classification")),
+        title=title, created=run.created, state=_state_after_analysis(run.state),
+        versions=dict(run.versions), accuracy_style=run.accuracy_style,
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
-        problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, records),
+        problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, trials),
         lr_how=steps.schedule.lr_how if steps.schedule is not None else None,
         rising=rising_trials(throughtimes),
     )

@@ -11,8 +11,9 @@ record: ``hp.optimizer_spec``, ``hp.options``, ``hp.schedule_spec``. Importing t
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 __all__ = [
     "OptimizerName", "ScheduleName", "SCHEDULES", "OptimizerSpec", "TrainingOptions", "ScheduleSpec",
@@ -30,10 +31,13 @@ P = TypeVar("P", bound="_Part")
 class _Part:
     """A part read out of a record that holds its fields (a recipe or the tuner's settings)."""
 
+    #: set by ``@dataclass`` on every subclass (declared here so that type checkers know a part is one)
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     @classmethod
     def values(cls, record: Any) -> dict[str, Any]:
         """The part's fields of ``record`` by name: keyword arguments of any record that holds the part."""
-        return {f.name: getattr(record, f.name) for f in fields(cls)}  # type: ignore[arg-type]
+        return {f.name: getattr(record, f.name) for f in fields(cls)}
 
     @classmethod
     def of(cls: type[P], record: Any) -> P:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, TypeVar
+from typing import Any, ClassVar, Mapping, TypeVar
 
 __all__ = ["JsonRecord"]
 
@@ -18,14 +18,17 @@ class JsonRecord:
     inherits (:class:`~ignite_seg.config.recipe_options.RecipeOptions`: optimizer, updates, schedule).
     """
 
+    #: set by ``@dataclass`` on every subclass (declared here so that type checkers know a record is one)
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     @classmethod
     def _ordered_names(cls) -> list[str]:
         own = cls.__dict__.get("__annotations__", {})
-        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        names = [f.name for f in dataclasses.fields(cls)]
         return [n for n in names if n in own] + [n for n in names if n not in own]
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = dataclasses.asdict(self)  # type: ignore[call-overload]
+        data: dict[str, Any] = dataclasses.asdict(self)
         return {k: list(data[k]) if isinstance(data[k], tuple) else data[k] for k in self._ordered_names()}
 
     def __repr__(self) -> str:
@@ -34,5 +37,5 @@ class JsonRecord:
 
     @classmethod
     def from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})

@@ -198,7 +198,7 @@ def _main_module_name(main: Any) -> str | None:
         return str(spec.name)
     file = getattr(main, "__file__", None)
     if file:
-        return os.path.splitext(os.path.basename(file))[0]
+        return os.path.splitext(os.path.basename(str(file)))[0]
     return None
 
 

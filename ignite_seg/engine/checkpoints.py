@@ -53,9 +53,11 @@ from ignite.engine import Engine, Events
 from ignite.handlers import Checkpoint
 
 from ..exceptions import CheckpointWriteError, ConfigTypeError, FolderError
-from ..storage.atomic import atomic_write_bytes, read_json
+from ..storage.atomic import atomic_write_bytes
 from ..storage.contained import contained
-from ..storage.run_folder import CHECKPOINT_NAME
+from ..storage.names import CHECKPOINT_NAME, RESULT_JSON
+from ..storage.records import CheckpointReport  # re-exported: defined here before result.json's record
+from ..storage.run_folder import RunFolder
 from .handlers import CurveRecorder, DivergenceStop
 from .recorders import HiddenRecorder, ThroughTimeRecorder
 
@@ -90,28 +92,15 @@ class CheckpointPlan:
     run_id: str
 
     def path(self, trial_id: int) -> Path:
-        return Path(self.run_folder) / "trials" / str(trial_id) / CHECKPOINT_NAME
+        return RunFolder(self.run_folder).trial(trial_id) / CHECKPOINT_NAME
 
 
 def folder_visible(plan: CheckpointPlan) -> bool:
     """Whether this process sees the run folder of ``plan`` (its ``run.json`` with the run's id)."""
     try:
-        record = read_json(Path(plan.run_folder) / "run.json")
-    except (OSError, ValueError):
+        return RunFolder(plan.run_folder).read_run().run_id == plan.run_id
+    except (OSError, FolderError):
         return False
-    return isinstance(record, dict) and record.get("run_id") == plan.run_id
-
-
-@dataclass
-class CheckpointReport:
-    """What the checkpoints did for one trial (recorded in its ``result.json``)."""
-
-    #: the epoch the trial resumed from, ``None`` when it started from epoch 0
-    resumed_from_epoch: int | None = None
-    #: why no checkpoint was written or read (e.g. the worker does not see the run folder)
-    off: str | None = None
-    #: why an existing checkpoint was not loaded (the trial started from epoch 0)
-    refused: str | None = None
 
 
 def log_checkpoint_report(trial_id: int, report: CheckpointReport) -> None:
@@ -214,7 +203,7 @@ class _TrialCheckpoints:
         self.finish_epoch = finish_epoch
 
     def _write(self, checkpoint: Mapping[str, Any], filename: str, metadata: Mapping[str, Any] | None = None) -> None:
-        if idist.get_rank() != 0 or not folder_visible(self.plan) or (self.path.parent / "result.json").exists():
+        if idist.get_rank() != 0 or not folder_visible(self.plan) or (self.path.parent / RESULT_JSON).exists():
             # not rank 0 of a trial's group; the run folder went away (archived); the trial was recorded
             return  # finished (timed out)
         _check_loadable({k: v for k, v in checkpoint.items() if k.startswith(HANDLER_PREFIX)})

@@ -8,7 +8,8 @@ import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
 from ..config.specs import LoaderSpec
-from ..storage.result_keys import BestRecord, Mode
+from ..storage.records import TrialResult
+from ..storage.result_keys import BestRecord, Mode, StopRecord
 from .checkpoints import CheckpointPlan, CheckpointReport
 from .scoring import AccuracyStyle
 
@@ -101,3 +102,14 @@ class TrialOutcome:
     #: how many processes trained the trial, and the device of each (rank order)
     processes: int = 1
     devices: tuple[str, ...] = ()
+
+    def result(self) -> TrialResult:
+        """The trial's ``result.json`` record (the bytes and arrays are files of their own)."""
+        return TrialResult(
+            trial_id=self.trial_id, status=self.status, seconds=self.seconds, started_at=self.started_at, pid=self.pid,
+            metrics=dict(self.metrics), peak_rss_mib=None if self.peak_rss_mib is None else round(self.peak_rss_mib, 1),
+            diverged_iteration=self.diverged_iteration, best=self.best,
+            stop=StopRecord(self.stopped_epoch) if self.status == "completed" else None,
+            error=self.error.strip().splitlines()[-1][:500] if self.error else None, checkpoints=self.checkpoints,
+            processes=self.processes if self.devices else None, devices=tuple(self.devices),
+        )

@@ -250,12 +250,12 @@ def _run_points(pts: Sequence[SweepPoint], cfgs: Sequence[RunConfig]) -> list[Tr
 def finished_point(folder: Path) -> TrainResult | None:
     """A point's run read back from its folder when it is complete, else ``None``."""
     rf = RunFolder(folder)
-    if not rf.is_run() or rf.read_run().get("state") != "complete":
+    if not rf.is_run() or rf.read_run().state != "complete":
         return None
-    final = rf.hparams / "final.json"
-    if not final.is_file():  # a tune-only folder, never a sweep point's
+    final = rf.read_final()
+    if final is None:  # a tune-only folder, never a sweep point's
         return None
-    return train_result(rf, FixedHyperparameters.from_dict(read_json(final)), dict(rf.finished_trials()))
+    return train_result(rf, final, dict(rf.finished_trials()))
 
 
 def collate(pts: Sequence[SweepPoint], runs: Sequence[TrainResult]) -> SweepRecord:

@@ -4,7 +4,8 @@
 and :func:`Collator.arrays` stacks them once; the arrays contain completed trials only, with
 their ``trial_ids``. Every key of the scheme of :mod:`.result_keys` that the first trial has is
 collated (named validation sets, custom metrics, the best checkpoint's ``best_epoch`` and
-``best_value``); every later trial must have the same keys.
+``best_value``): the final values are the names of its record's ``metrics``
+(:class:`~ignite_seg.storage.records.TrialResult`); every later trial must have the same keys.
 
 A trial stopped early by a user handler has fewer snapshots: its curves are padded with NaN to the
 longest trial's (``throughtimes.npz`` keeps ``(T, S)`` arrays and the longest ``epochs``); the
@@ -18,7 +19,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..smoothing import moving_average
-from .result_keys import BEST_KEYS, BestRecord, curve_keys, final_keys, is_curve_key, is_final_key
+from .records import TrialResult
+from .result_keys import BEST_KEYS, curve_keys, final_keys, is_curve_key
 
 __all__ = ["Collator", "FINAL_KEYS", "CURVE_KEYS"]
 
@@ -49,7 +51,7 @@ class Collator:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def add(self, trial_id: int, result: Mapping[str, Any], throughtime: Mapping[str, np.ndarray]) -> None:
+    def add(self, trial_id: int, result: TrialResult, throughtime: Mapping[str, np.ndarray]) -> None:
         """Append one completed trial (its ``result.json`` record and through-time arrays)."""
         epochs = np.asarray(throughtime["epochs"], dtype=np.float64)
         short, long = sorted((epochs, epochs if self._epochs is None else self._epochs), key=len)
@@ -64,25 +66,25 @@ class Collator:
         self._check_best(trial_id, result)
         self._ids.append(int(trial_id))
         for k, values in self._final.items():
-            values.append(float(result[k]))
-        best = BestRecord.from_result(result)
+            values.append(result.metric(k))
+        best = result.best
         if self._best is not None and best is not None:
             self._best["best_epoch"].append(best.epoch)
             self._best["best_value"].append(best.value)
-        self._seconds.append(float(result.get("seconds", np.nan)))
+        self._seconds.append(np.nan if result.seconds is None else float(result.seconds))
         for k, curves in self._curves.items():
             curves.append(np.asarray(throughtime[k], dtype=np.float64))
 
-    def _check_keys(self, trial_id: int, result: Mapping[str, Any], throughtime: Mapping[str, np.ndarray]) -> None:
-        """The first trial fixes the keys (the plain ones and every other key of the scheme it has);
+    def _check_keys(self, trial_id: int, result: TrialResult, throughtime: Mapping[str, np.ndarray]) -> None:
+        """The first trial fixes the keys (the plain ones and every other key it has);
         a trial with other keys is refused before anything of it is added."""
+        curves = {k for k in throughtime if is_curve_key(k)}
         if not self._keyed:
-            self._final = {k: [] for k in _ordered({k for k in result if is_final_key(k)}, FINAL_KEYS)}
-            self._curves = {k: [] for k in _ordered({k for k in throughtime if is_curve_key(k)}, CURVE_KEYS)}
+            self._final = {k: [] for k in _ordered(set(result.metrics), FINAL_KEYS)}
+            self._curves = {k: [] for k in _ordered(curves, CURVE_KEYS)}
             self._keyed = True
-        for what, present, want, matches in (("final values (result.json)", result, self._final, is_final_key),
-                                              ("curves (throughtime.npz)", throughtime, self._curves, is_curve_key)):
-            have = {k for k in present if matches(k)}
+        for what, have, want in (("final values (result.json)", set(result.metrics), self._final),
+                                 ("curves (throughtime.npz)", curves, self._curves)):
             extra, missing = sorted(have - set(want)), sorted(set(want) - have)
             if extra or missing:
                 raise ValueError(
@@ -90,9 +92,9 @@ class Collator:
                     "every trial of a run must record the same validation sets and metrics"
                 )
 
-    def _check_best(self, trial_id: int, result: Mapping[str, Any]) -> None:
+    def _check_best(self, trial_id: int, result: TrialResult) -> None:
         """The first trial says whether the run keeps a best checkpoint; every trial must agree."""
-        has = BestRecord.from_result(result) is not None
+        has = result.best is not None
         if not self._ids and self._best is None and has:
             self._best = {k: [] for k in BEST_KEYS}
         if has != (self._best is not None):

@@ -6,14 +6,14 @@ custom metric ``<m>`` on the same splits. A *split* is named by its key suffix: 
 ``val_<set>`` (every other named set)::
 
     throughtime.npz / throughtimes.npz   losses_<split>  perfs_<split>  metric_<m>_<split>
-    result.json                          loss_<split>    perf_<split>   metric_<m>_<split>
-    results.npz                          final_ + the result.json name
+    result.json's metrics                loss_<split>    perf_<split>   metric_<m>_<split>
+    results.npz                          final_ + the name in result.json's metrics
 
 With ``train(best_metric=..., best_mode=...)`` every trial also records where its best checkpoint
-was taken (:class:`BestRecord`): ``result.json`` ``best_metric``, ``best_mode``, ``best_epoch``,
-``best_value``; ``results.npz`` ``best_epoch`` and ``best_value`` (:data:`BEST_KEYS`, one value
-per trial). A trial stopped early by a user handler records ``stopped_early`` (and ``stopped_epoch``).
-Every trial records ``processes`` (``trial_processes``) and ``devices`` (one per process).
+was taken (:class:`BestRecord`): ``result.json``'s ``best`` (``metric``, ``mode``, ``epoch``,
+``value``); ``results.npz`` ``best_epoch`` and ``best_value`` (:data:`BEST_KEYS`, one value
+per trial). A completed trial records whether a user handler stopped it early (:class:`StopRecord`,
+``result.json``'s ``stop``). The whole ``result.json`` record: :class:`~ignite_seg.storage.records.TrialResult`.
 
 The names are recorded in ``run.json`` as ``val_names`` (primary first) and ``metric_names``;
 a folder without them (older runs, a plain ``(train, val)`` pair) reads as ``["val"]`` and ``[]``.
@@ -24,8 +24,20 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, NamedTuple
 
+from .names import (
+    CHECKPOINT_NAME,
+    ERROR_TXT,
+    HIDDEN_NPZ,
+    MODEL_BEST_PT,
+    MODEL_INIT_PT,
+    MODEL_PT,
+    MODEL_RAW_PT,
+    RESULT_JSON,
+    THROUGHTIME_NPZ,
+)
+
 __all__ = [
-    "ResultKeys", "KeyParts", "BestRecord", "StopRecord", "BEST_KEYS", "TRIAL_FILES", "curve_keys", "final_keys", "is_curve_key", "is_final_key",
+    "ResultKeys", "KeyParts", "BestRecord", "StopRecord", "BEST_KEYS", "TRIAL_FILES", "curve_keys", "final_keys", "is_curve_key",
     "NAME",
 ]
 
@@ -33,14 +45,13 @@ __all__ = [
 NAME = re.compile(r"[A-Za-z0-9_]+\Z")
 _SPLIT = r"(?:train|val(?:_[A-Za-z0-9_]+)?)"
 _CURVE = re.compile(rf"(?!.*_smoothed\Z)(?:(?:losses|perfs)|metric_[A-Za-z0-9_]+?)_{_SPLIT}\Z")
-_FINAL = re.compile(rf"(?:(?:loss|perf)|metric_[A-Za-z0-9_]+?)_{_SPLIT}\Z")
 
 Kind = Literal["loss", "perf", "metric"]
 Mode = Literal["min", "max"]
 
 #: The files of a trial folder that ignite_seg writes (a user handler's output may not use these names).
-TRIAL_FILES = frozenset({"model.pt", "model_init.pt", "model_raw.pt", "model_best.pt", "result.json",
-                         "throughtime.npz", "hidden.npz", "error.txt", "checkpoint.pt"})
+TRIAL_FILES = frozenset({MODEL_PT, MODEL_INIT_PT, MODEL_RAW_PT, MODEL_BEST_PT, RESULT_JSON, THROUGHTIME_NPZ,
+                         HIDDEN_NPZ, ERROR_TXT, CHECKPOINT_NAME})
 #: The best checkpoint's keys in ``results.npz`` (``(T,)`` arrays, trials in id order).
 BEST_KEYS = ("best_epoch", "best_value")
 
@@ -59,23 +70,18 @@ class BestRecord:
     value: float
     parts: tuple[str, ...] = ()
 
-    def to_result(self) -> dict[str, Any]:
-        """The ``result.json`` fields (``best_over`` only for a mean over several sets)."""
-        out: dict[str, Any] = {"best_metric": self.metric, "best_mode": self.mode, "best_epoch": self.epoch,
-                               "best_value": self.value}
+    def to_json(self) -> dict[str, Any]:
+        """``result.json``'s ``best`` (``parts`` only for a mean over several sets)."""
+        out: dict[str, Any] = {"metric": self.metric, "mode": self.mode, "epoch": self.epoch, "value": self.value}
         if self.parts:
-            out["best_over"] = list(self.parts)
+            out["parts"] = list(self.parts)
         return out
 
     @classmethod
-    def from_result(cls, result: Mapping[str, Any]) -> BestRecord | None:
-        """From a ``result.json`` record; ``None`` for a trial without a best checkpoint."""
-        if "best_metric" not in result:
-            return None
-        value = result["best_value"]
-        return cls(str(result["best_metric"]), "min" if result["best_mode"] == "min" else "max",
-                   float(result["best_epoch"]), float("nan") if value is None else float(value),
-                   tuple(str(p) for p in result.get("best_over", ())))  # absent: the primary set (older runs too)
+    def from_json(cls, data: Mapping[str, Any]) -> BestRecord:
+        value = data.get("value")  # NaN is written as null
+        return cls(str(data["metric"]), "min" if data["mode"] == "min" else "max", float(data["epoch"]),
+                   float("nan") if value is None else float(value), tuple(str(p) for p in data.get("parts", ())))
 
 
 @dataclass(frozen=True)
@@ -89,17 +95,14 @@ class StopRecord:
     def stopped(self) -> bool:
         return self.epoch is not None
 
-    def to_result(self) -> dict[str, Any]:
-        """The ``result.json`` fields ``stopped_early`` and ``stopped_epoch``."""
-        return {"stopped_early": self.stopped, "stopped_epoch": self.epoch}
+    def to_json(self) -> dict[str, Any]:
+        """``result.json``'s ``stop``: ``{"epoch": null}`` for a trial that ran to its last epoch."""
+        return {"epoch": self.epoch}
 
     @classmethod
-    def from_result(cls, result: Mapping[str, Any]) -> StopRecord | None:
-        """From a ``result.json`` record; ``None`` where it says nothing (not completed, or an older trial)."""
-        if "stopped_early" not in result:
-            return None
-        epoch = result.get("stopped_epoch")
-        return cls(float(epoch) if result["stopped_early"] and epoch is not None else None)
+    def from_json(cls, data: Mapping[str, Any]) -> StopRecord:
+        epoch = data.get("epoch")
+        return cls(None if epoch is None else float(epoch))
 
 
 class KeyParts(NamedTuple):
@@ -147,12 +150,6 @@ class ResultKeys:
         modes = record.get("metric_modes") or {}
         return cls(tuple(record.get("val_names") or ("val",)), tuple(record.get("metric_names") or ()),
                    tuple((str(k), "min" if v == "min" else "max") for k, v in dict(modes).items()))
-
-    def to_record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"val_names": list(self.val_names), "metric_names": list(self.metric_names)}
-        if self.metric_modes:
-            out["metric_modes"] = dict(self.metric_modes)
-        return out
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -224,8 +221,3 @@ def final_keys(val_names: tuple[str, ...] = ("val",), metric_names: tuple[str, .
 def is_curve_key(key: str) -> bool:
     """Whether ``key`` has the shape of a through-time key of the scheme (names not needed)."""
     return bool(_CURVE.match(key))
-
-
-def is_final_key(key: str) -> bool:
-    """Whether ``key`` has the shape of a final value of the scheme in ``result.json``."""
-    return bool(_FINAL.match(key))

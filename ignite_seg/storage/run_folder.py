@@ -19,41 +19,44 @@ import shutil
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator, Literal, get_args
+from typing import Any, Iterator, Mapping, Protocol
 
 import numpy as np
 
+from ..config.hyperparameters import FixedHyperparameters
 from ..exceptions import ConfigTypeError, FolderError
 from .atomic import atomic_write_bytes, is_temporary, named_damage, read_json, write_json, write_npz
 from .contained import mkdir_inside, replace_inside, unlink_inside
 from .folder_lock import LOCK_NAME
-from .result_keys import TRIAL_FILES, StopRecord
+from .names import (
+    ANALYSIS,
+    CHECKPOINT_NAME,
+    ERROR_TXT,
+    FINAL_JSON,
+    HIDDEN_NPZ,
+    HPARAMS,
+    MODEL_BEST_PT,
+    MODEL_INIT_PT,
+    MODEL_PT,
+    MODEL_RAW_PT,
+    RESULT_JSON,
+    RESULTS_NPZ,
+    RUN_JSON,
+    THROUGHTIME_NPZ,
+    THROUGHTIMES_NPZ,
+    TRIALS,
+)
+from .records import RUN_STATES, RunRecord, RunState, TrialResult, state
+from .result_keys import TRIAL_FILES
+from .schemas import read_final
 
 __all__ = [
     "RunFolder", "archive_folder", "resolve_folder_arg", "check_history_folder",
-    "check_replaceable", "has_content", "RunState", "RUN_STATES", "state",
+    "check_replaceable", "has_content", "RunState", "RUN_STATES", "state", "RUN_JSON", "CHECKPOINT_NAME",
+    "TrialFiles",
 ]
 
 logger = logging.getLogger(__name__)
-
-RUN_JSON = "run.json"
-#: A trial's mid-trial checkpoint, written by its worker (engine/checkpoints.py), removed once the
-#: trial's ``result.json`` is written.
-CHECKPOINT_NAME = "checkpoint.pt"
-
-#: ``run.json``'s ``state``: ``running`` (tuning or trials under way, or interrupted), ``collated``
-#: (trials collated, the analysis not done), ``complete`` (the call's work is all written).
-#: ``failed``: the run stopped on an error of its own (a tune that found no range), recorded as ``error``
-RunState = Literal["running", "collated", "complete", "failed"]
-RUN_STATES: tuple[str, ...] = get_args(RunState)
-
-
-def state(value: RunState) -> RunState:
-    """A ``run.json`` state, checked against :data:`RunState` (a typo fails here, not in a reader)."""
-    if value not in RUN_STATES:
-        raise ValueError(f"not a run state: {value!r}; one of {RUN_STATES}")
-    return value
-
 
 def resolve_folder_arg(value: Any, name: str) -> Path:
     """The absolute path of the ``folder`` (or ``history_folder``) argument; ``~`` expanded.
@@ -166,6 +169,32 @@ def archive_folder(folder: Path, history_folder: Path) -> Path:
     return dest
 
 
+class TrialFiles(Protocol):
+    """What :meth:`RunFolder.write_trial` writes of a finished trial (a worker's ``TrialOutcome``)."""
+
+    @property
+    def trial_id(self) -> int: ...
+    @property
+    def model_init(self) -> bytes: ...
+    @property
+    def model(self) -> bytes: ...
+    @property
+    def model_raw(self) -> bytes: ...
+    @property
+    def model_best(self) -> bytes: ...
+    @property
+    def files(self) -> Mapping[str, bytes]: ...
+    @property
+    def throughtime(self) -> Mapping[str, np.ndarray]: ...
+    @property
+    def hidden(self) -> Mapping[str, np.ndarray]: ...
+    @property
+    def error(self) -> str | None: ...
+
+    def result(self) -> TrialResult:
+        """The ``result.json`` record."""
+
+
 class RunFolder:
     """Paths and I/O of one run folder. Only the calling process writes it."""
 
@@ -179,23 +208,23 @@ class RunFolder:
 
     @property
     def hparams(self) -> Path:
-        return self.path / "hparams"
+        return self.path / HPARAMS
 
     @property
     def trials(self) -> Path:
-        return self.path / "trials"
+        return self.path / TRIALS
 
     @property
     def results(self) -> Path:
-        return self.path / "results.npz"
+        return self.path / RESULTS_NPZ
 
     @property
     def throughtimes(self) -> Path:
-        return self.path / "throughtimes.npz"
+        return self.path / THROUGHTIMES_NPZ
 
     @property
     def analysis(self) -> Path:
-        return self.path / "analysis"
+        return self.path / ANALYSIS
 
     def trial(self, trial_id: int) -> Path:
         return self.trials / str(trial_id)
@@ -204,7 +233,12 @@ class RunFolder:
         return self.run_json.is_file()
 
     # run.json
-    def read_run(self) -> dict[str, Any]:
+    def read_run(self) -> RunRecord:
+        """``run.json``, today's record or an older one converted (:meth:`RunRecord.from_json`).
+
+        Raises:
+            FolderError: no run.json, not JSON, or not a record of ignite_seg's.
+        """
         try:
             data = read_json(self.run_json)
         except (FileNotFoundError, NotADirectoryError):
@@ -216,76 +250,62 @@ class RunFolder:
             raise FolderError(f"{str(self.run_json)!r} is not valid JSON ({exc}).") from None
         if not isinstance(data, dict) or "loaders" not in data:
             raise FolderError(f"{str(self.run_json)!r} was not written by ignite_seg.")
-        return data
+        try:
+            return RunRecord.from_json(data)
+        except (TypeError, ValueError) as exc:
+            raise FolderError(f"{str(self.run_json)!r} is not a run record of this ignite_seg ({exc}).") from None
 
-    def write_run(self, data: dict[str, Any]) -> None:
-        state(data["state"])
-        write_json(self.run_json, data)
+    def write_run(self, record: RunRecord) -> None:
+        write_json(self.run_json, record.to_json())
 
     # trials
-    def write_trial(self, outcome: Any) -> dict[str, Any]:
-        """Write one trial's files, ``result.json`` last; return the result record."""
+    def write_trial(self, outcome: TrialFiles) -> TrialResult:
+        """Write one trial's files, ``result.json`` last; return its record."""
         d = self.trial(outcome.trial_id)
         mkdir_inside(d)
-        if outcome.model_init:
-            atomic_write_bytes(d / "model_init.pt", outcome.model_init)
-        if outcome.model:
-            atomic_write_bytes(d / "model.pt", outcome.model)
-        if getattr(outcome, "model_raw", b""):  # outcomes of older workers have none
-            atomic_write_bytes(d / "model_raw.pt", outcome.model_raw)
-        if getattr(outcome, "model_best", b""):
-            atomic_write_bytes(d / "model_best.pt", outcome.model_best)
-        for name, blob in getattr(outcome, "files", {}).items():  # the user handlers' output_dir
+        for name, blob in ((MODEL_INIT_PT, outcome.model_init), (MODEL_PT, outcome.model),
+                           (MODEL_RAW_PT, outcome.model_raw), (MODEL_BEST_PT, outcome.model_best)):
+            if blob:  # model_raw: only with an EMA; model_best: only with a best checkpoint
+                atomic_write_bytes(d / name, blob)
+        for name, blob in outcome.files.items():  # the user handlers' output_dir
             _write_user_file(d, name, blob)
         if outcome.throughtime:
-            write_npz(d / "throughtime.npz", **outcome.throughtime)
+            write_npz(d / THROUGHTIME_NPZ, **outcome.throughtime)
         if outcome.hidden:
-            write_npz(d / "hidden.npz", **outcome.hidden)
+            write_npz(d / HIDDEN_NPZ, **outcome.hidden)
         if outcome.error:
-            atomic_write_bytes(d / "error.txt", outcome.error.encode("utf-8"))
-        result: dict[str, Any] = {
-            "trial_id": outcome.trial_id,
-            "status": outcome.status,
-            "seconds": outcome.seconds,
-            "started_at": outcome.started_at,
-            "pid": outcome.pid,
-            **outcome.metrics,
-        }
-        if outcome.peak_rss_mib is not None:
-            result["peak_rss_mib"] = round(outcome.peak_rss_mib, 1)
-        if outcome.diverged_iteration is not None:
-            result["diverged_iteration"] = outcome.diverged_iteration
-        if getattr(outcome, "best", None) is not None:
-            result.update(outcome.best.to_result())
-        if outcome.status == "completed":  # the epoch a user handler stopped it at (null: ran to the end)
-            result.update(StopRecord(getattr(outcome, "stopped_epoch", None)).to_result())
-        if outcome.error:
-            result["error"] = outcome.error.strip().splitlines()[-1][:500]
-        result.update(_checkpoint_facts(getattr(outcome, "checkpoints", None)))
-        if getattr(outcome, "devices", ()):  # the processes that trained it, and the device of each
-            result.update(processes=outcome.processes, devices=list(outcome.devices))
-        write_json(d / "result.json", result)
+            atomic_write_bytes(d / ERROR_TXT, outcome.error.encode("utf-8"))
+        result = outcome.result()
+        write_json(d / RESULT_JSON, result.to_json())
         unlink_inside(d / CHECKPOINT_NAME)  # the trial is finished: it never resumes
         return result
+
+    # hparams/final.json
+    def read_final(self) -> FixedHyperparameters | None:
+        """The trials' recipe (``hparams/final.json``), ``None`` before a tune completed."""
+        return read_final(self.hparams / FINAL_JSON)
+
+    def write_final(self, recipe: FixedHyperparameters) -> None:
+        write_json(self.hparams / FINAL_JSON, recipe.to_dict())
 
     def trial_ids(self) -> list[int]:
         if not self.trials.is_dir():
             return []
         return sorted(int(p.name) for p in self.trials.iterdir() if p.name.isdigit())
 
-    def read_result(self, trial_id: int) -> dict[str, Any] | None:
-        """The trial's result record, or ``None`` when the trial never finished (or its record is garbage)."""
+    def read_result(self, trial_id: int) -> TrialResult | None:
+        """The trial's record (an older flat one converted), or ``None`` when the trial never finished
+        (or its record is garbage, or a completed trial lacks or has a damaged file)."""
         try:
-            data = read_json(self.trial(trial_id) / "result.json")
-        except (FileNotFoundError, ValueError):
+            data = read_json(self.trial(trial_id) / RESULT_JSON)
+            result = TrialResult.from_json(data, trial_id=trial_id) if _readable_record(data) else None
+        except (FileNotFoundError, ValueError, TypeError):
             return None
-        if not isinstance(data, dict) or not isinstance(data.get("status"), str):
-            return None
-        if data.get("status") == "completed":
+        if result is not None and result.completed:
             d = self.trial(trial_id)
-            if not ((d / "model.pt").is_file() and (d / "throughtime.npz").is_file()) or damaged_file(d):
+            if not ((d / MODEL_PT).is_file() and (d / THROUGHTIME_NPZ).is_file()) or damaged_file(d):
                 return None
-        return data  # type: ignore[no-any-return]
+        return result
 
     def set_aside_corrupt_results(self) -> list[int]:
         """Rename each unreadable ``result.json`` to ``result.json.corrupt`` (never deleted); their ids.
@@ -295,12 +315,12 @@ class RunFolder:
         """
         moved = []
         for tid in self.trial_ids():
-            path = self.trial(tid) / "result.json"
-            bad = damaged_file(self.trial(tid)) if path.is_file() and _readable_record(path) else None
+            path = self.trial(tid) / RESULT_JSON
+            bad = damaged_file(self.trial(tid)) if path.is_file() and _readable_file(path) else None
             if bad is not None:
                 logger.warning("trial %d: %s is damaged (%s); the trial is run again (its result.json kept as "
                                "result.json.corrupt)", tid, self.trial(tid) / bad[0], bad[1])
-            if path.is_file() and self.read_result(tid) is None and (bad or not _readable_record(path)):
+            if path.is_file() and self.read_result(tid) is None and (bad or not _readable_file(path)):
                 dest, k = path.with_name("result.json.corrupt"), 1
                 while dest.exists():
                     dest, k = path.with_name(f"result.json.corrupt.{k}"), k + 1
@@ -308,20 +328,20 @@ class RunFolder:
                 moved.append(tid)
         return moved
 
-    def finished_trials(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def finished_trials(self) -> Iterator[tuple[int, TrialResult]]:
         for tid in self.trial_ids():
             res = self.read_result(tid)
             if res is not None:
                 yield tid, res
 
     def read_throughtime(self, trial_id: int) -> dict[str, np.ndarray]:
-        path = self.trial(trial_id) / "throughtime.npz"
+        path = self.trial(trial_id) / THROUGHTIME_NPZ
         with named_damage(path), np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
 
 
 #: A completed trial's files that are zip archives (``torch.save``'s format, ``.npz``).
-ZIP_FILES = ("model.pt", "model_init.pt", "model_raw.pt", "model_best.pt", "throughtime.npz", "hidden.npz")
+ZIP_FILES = (MODEL_PT, MODEL_INIT_PT, MODEL_RAW_PT, MODEL_BEST_PT, THROUGHTIME_NPZ, HIDDEN_NPZ)
 
 
 def damaged_file(trial: Path) -> tuple[str, str] | None:
@@ -344,20 +364,15 @@ def _write_user_file(trial: Path, name: str, blob: bytes) -> None:
         logger.warning("not writing the handlers' file %r into %s: not a plain name of its own", name, trial)
         return
     atomic_write_bytes(trial / name, blob)
-def _checkpoint_facts(report: Any) -> dict[str, Any]:
-    """``result.json``'s record of a trial's mid-trial checkpoints: ``resumed_from_epoch`` when it
-    resumed, ``checkpoints_off`` / ``checkpoint_refused`` saying why none was written / one not loaded."""
-    facts = {
-        "resumed_from_epoch": getattr(report, "resumed_from_epoch", None),
-        "checkpoints_off": getattr(report, "off", None),
-        "checkpoint_refused": getattr(report, "refused", None),
-    }
-    return {k: v for k, v in facts.items() if v is not None}
 
 
-def _readable_record(path: Path) -> bool:
+def _readable_file(path: Path) -> bool:
     try:
         data = read_json(path)
     except ValueError:
         return False
+    return _readable_record(data)
+
+
+def _readable_record(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("status"), str)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 import numpy as np
 
@@ -57,15 +57,18 @@ class NpzRecord:
     A scalar field names its Python type in its metadata (``scalar=int``); ``None`` fields are not written.
     """
 
+    #: set by ``@dataclass`` on every subclass (declared here so that type checkers know a record is one)
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def to_npz(self) -> dict[str, np.ndarray]:
-        return {f.name: np.asarray(getattr(self, f.name)) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+        return {f.name: np.asarray(getattr(self, f.name)) for f in dataclasses.fields(self)
                 if getattr(self, f.name) is not None}
 
     @classmethod
     def from_npz(cls: type[N], arrays: Mapping[str, Any], *, strict: bool = False) -> N:
         check_keys(cls, set(arrays), strict, cls.__name__)
         values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        for f in dataclasses.fields(cls):
             if f.name in arrays:
                 scalar: Callable[[Any], Any] | None = f.metadata.get("scalar")
                 values[f.name] = scalar(np.asarray(arrays[f.name]).item()) if scalar else np.asarray(arrays[f.name])
@@ -97,9 +100,12 @@ class JsonSection:
     Fields made with :func:`absent_ok` are left out while ``None``.
     """
 
+    #: set by ``@dataclass`` on every subclass (declared here so that type checkers know a record is one)
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if value is None and f.metadata.get("absent_ok"):
                 continue
@@ -112,7 +118,7 @@ class JsonSection:
             raise SchemaError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
         check_keys(cls, set(data), strict, cls.__name__)
         values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        for f in dataclasses.fields(cls):
             if f.name in data:
                 load = f.metadata.get("load")
                 value = data[f.name]

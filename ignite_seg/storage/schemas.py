@@ -27,13 +27,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
 from ..smoothing import moving_average, nanmean
 from .atomic import read_json, write_json
+from .names import BS_NPZ, FINAL_JSON, LR_INITIAL_NPZ, LR_NPZ, MISC_JSON, SAMPLED_NPZ
 from .schema_base import JsonSection, NpzRecord, SchemaError, absent_ok, check_keys, optional, section
 
 __all__ = [
@@ -43,12 +44,6 @@ __all__ = [
     "MiscLog", "read_final",
 ]
 
-FINAL_JSON = "final.json"
-MISC_JSON = "misc.json"
-LR_NPZ = "lr_vs_perf.npz"
-LR_INITIAL_NPZ = "lr_vs_perf_initial.npz"
-BS_NPZ = "bs_vs_perf.npz"
-SAMPLED_NPZ = "bs_sampled.npz"
 #: The tuner's files in ``hparams/`` that the analysis reads (each may be absent).
 HPARAM_FILES = (FINAL_JSON, MISC_JSON, LR_NPZ, BS_NPZ, SAMPLED_NPZ)
 
@@ -362,9 +357,9 @@ class Compute(JsonSection):
 
     def charged(self, stage: str, seconds: float, examples: int, wall: float) -> Compute:
         """These figures with one more batch of tasks of ``stage`` added."""
-        add = lambda d, v: {**d, stage: d.get(stage, 0) + v}  # noqa: E731
-        return dataclasses.replace(self, task_seconds=add(self.task_seconds, seconds),
-                                   examples=add(self.examples, examples), wall_seconds=add(self.wall_seconds, wall))
+        return dataclasses.replace(self, task_seconds=_added(self.task_seconds, stage, seconds),
+                                   examples=_added(self.examples, stage, examples),
+                                   wall_seconds=_added(self.wall_seconds, stage, wall))
 
     def totalled(self, wall: float) -> Compute:
         return dataclasses.replace(self, total_task_seconds=sum(self.task_seconds.values()),
@@ -401,6 +396,14 @@ class MiscFile(JsonSection):
         except FileNotFoundError:
             return None
         return cls.from_json(data, strict=strict)
+
+
+N = TypeVar("N", int, float)
+
+
+def _added(figures: Mapping[str, N], stage: str, value: N) -> dict[str, N]:
+    """``figures`` with ``value`` added to ``stage``'s."""
+    return {**figures, stage: figures.get(stage, 0) + value}
 
 
 # -- final.json ------------------------------------------------------------------------------------

@@ -30,12 +30,10 @@ from ..engine.scoring import AccuracyStyle
 from ..engine.sweeps import LRSweepResult, LRSweepTask, RecipeSpec, run_lr_sweep
 from ..exceptions import TuningError
 from ..runtime.tasks import TaskRunner
-from ..storage.atomic import write_json
 from ..storage.contained import mkdir_inside
 from ..storage.run_folder import RunFolder
 from ..storage.schemas import (
     BS_NPZ,
-    FINAL_JSON,
     LR_INITIAL_NPZ,
     LR_NPZ,
     MISC_JSON,
@@ -120,7 +118,7 @@ def choose_recipe(
     final = _schedule(t, lr_min, lr_max, lr_how, batch_size)  # 4. schedule
     final = guard_recipe(t, final)  # 5. a short run must improve on its start, else back off
     t.misc.finish(time.perf_counter() - t_start, final.to_dict())
-    write_json(t.hparams / FINAL_JSON, final.to_dict())  # last: marks the tune as complete
+    rf.write_final(final)  # last: marks the tune as complete
     logger.info("tuning done in %.1f s: %s", time.perf_counter() - t_start, final)
     return final
 

@@ -2,6 +2,7 @@
 enriched with named validation sets and a custom metric."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ def add_tuner_files(folder: Path, empty: bool = False) -> None:
 
 
 #: The names :func:`add_val_sets_and_metric` gives a run: a primary set and one more, one custom metric.
-RICH = {"val_names": ["clean", "noisy"], "metric_names": ["iou"]}
+RICH = {"val_names": ("clean", "noisy"), "metric_names": ("iou",)}
 
 
 def add_val_sets_and_metric(folder: Path) -> None:
@@ -94,26 +95,24 @@ def add_val_sets_and_metric(folder: Path) -> None:
     Known answers: on ``noisy`` loss is val loss + 0.5 and perf val perf - 0.2; ``iou`` is 0.8 x perf
     on each split.
     """
-    from ignite_seg.storage.atomic import read_json
     from ignite_seg.storage.collate import Collator
     from ignite_seg.storage.run_folder import RunFolder
 
     rf = RunFolder(folder)
-    run = rf.read_run()
-    write_json(rf.run_json, {**run, **RICH})
+    rf.write_run(dataclasses.replace(rf.read_run(), **RICH))
     collator = Collator({"snapshots_per_epoch": 4}, smooth_window=5)  # as train() collates the tiny run
     for tid, res in rf.finished_trials():
-        if res["status"] != "completed":
+        if not res.completed:
             continue
         tt = rf.read_throughtime(tid)
         tt.update(losses_val_noisy=tt["losses_val"] + 0.5, perfs_val_noisy=tt["perfs_val"] - 0.2)
         for split in ("train", "val", "val_noisy"):
             tt[f"metric_iou_{split}"] = 0.8 * tt[f"perfs_{split}"]
-        res = dict(read_json(rf.trial(tid) / "result.json"))
-        res.update(loss_val_noisy=res["loss_val"] + 0.5, perf_val_noisy=res["perf_val"] - 0.2)
+        metrics = dict(res.metrics)
+        metrics.update(loss_val_noisy=res.metric("loss_val") + 0.5, perf_val_noisy=res.metric("perf_val") - 0.2)
         for split in ("train", "val", "val_noisy"):
-            res[f"metric_iou_{split}"] = 0.8 * res[f"perf_{split}"]
-        _rewrite_trial(rf, collator, tid, res, tt)
+            metrics[f"metric_iou_{split}"] = 0.8 * metrics[f"perf_{split}"]
+        _rewrite_trial(rf, collator, tid, dataclasses.replace(res, metrics=metrics), tt)
     _write_collated(rf, collator)
 
 
@@ -126,13 +125,13 @@ def stop_and_keep_best(folder: Path, stops: dict[int, int], best: dict[int, int]
     one's epoch). ``best``: trial -> the snapshot index of its best checkpoint. Returns trial ->
     ``(best epoch, best value)``: the epoch and the value of the trial's curve at that snapshot.
     """
-    from ignite_seg.storage.atomic import read_json
     from ignite_seg.storage.collate import Collator
+    from ignite_seg.storage.result_keys import BestRecord, StopRecord
     from ignite_seg.storage.run_folder import RunFolder
 
     rf = RunFolder(folder)
-    write_json(rf.run_json, {**rf.read_run(), "best_metric": metric, "best_mode": mode,
-                             "handlers": ["ignite.handlers:EarlyStopping(...)"]})
+    rf.write_run(dataclasses.replace(rf.read_run(), best_metric=metric, best_mode=mode,
+                                     handlers=("ignite.handlers:EarlyStopping(...)",)))
     curve = {"loss": "losses_val", "perf": "perfs_val"}.get(metric, f"metric_{metric}_val")
     collator = Collator({"snapshots_per_epoch": 4}, smooth_window=5)  # as train() collates the tiny run
     chosen = {}
@@ -142,17 +141,16 @@ def stop_and_keep_best(folder: Path, stops: dict[int, int], best: dict[int, int]
         tt = {key: (v[:k] if isinstance(v, np.ndarray) and v.ndim == 1 and v.size == tt["epochs"].size else v)
               for key, v in tt.items()}
         chosen[tid] = (float(tt["epochs"][best[tid]]), float(tt[curve][best[tid]]))
-        res = dict(read_json(rf.trial(tid) / "result.json"))
-        res.update(best_metric=metric, best_mode=mode, best_epoch=chosen[tid][0], best_value=chosen[tid][1],
-                   stopped_early=tid in stops, stopped_epoch=float(tt["epochs"][-1]) if tid in stops else None)
+        res = dataclasses.replace(res, best=BestRecord(metric, "min" if mode == "min" else "max", *chosen[tid]),
+                                  stop=StopRecord(float(tt["epochs"][-1]) if tid in stops else None))
         _rewrite_trial(rf, collator, tid, res, tt)
     _write_collated(rf, collator)
     return chosen
 
 
-def _rewrite_trial(rf: Any, collator: Any, tid: int, res: dict[str, Any], tt: dict[str, Any]) -> None:
+def _rewrite_trial(rf: Any, collator: Any, tid: int, res: Any, tt: dict[str, Any]) -> None:
     write_npz(rf.trial(tid) / "throughtime.npz", **tt)
-    write_json(rf.trial(tid) / "result.json", res)
+    write_json(rf.trial(tid) / "result.json", res.to_json())
     collator.add(tid, res, tt)
 
 

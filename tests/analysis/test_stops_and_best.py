@@ -2,6 +2,7 @@
 figures' per-point trial counts, stop lines, bands and best-checkpoint marks (known answers)."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -17,7 +18,8 @@ from ignite_seg.analysis.outcomes import Outcomes, TrialBest, best_marks, outcom
 from ignite_seg.analysis.snapshot import Snapshot
 from ignite_seg.analysis.text import render_markdown, summary_info, summary_json
 from ignite_seg.reanalyze import main
-from ignite_seg.storage.result_keys import ResultKeys, StopRecord
+from ignite_seg.storage.records import TrialResult
+from ignite_seg.storage.result_keys import BestRecord, ResultKeys, StopRecord
 
 RUN = {"hyperparameters": {"kind": "fixed"}, "accuracy_style": "classification", "state": "complete",
        "planned_trials": [0, 1, 2, 3]}
@@ -26,16 +28,14 @@ RESULTS = {"trial_ids": np.array([0, 1, 2, 3]), "final_loss_train": np.array([0.
            "final_perf_val": np.array([0.9, 0.8, 1.0, 0.9]), "seconds": np.ones(4)}
 
 
-def _rec(tid: int, best: tuple[float, float] | None = None, stopped: float | None = None, **extra) -> dict:
-    rec = {"trial_id": tid, "status": "completed", **StopRecord(stopped).to_result(), **extra}
-    if best is not None:
-        rec.update(best_metric="iou", best_mode="max", best_epoch=best[0], best_value=best[1])
-    return rec
+def _rec(tid: int, best: tuple[float, float] | None = None, stopped: float | None = None, **extra) -> TrialResult:
+    rec = TrialResult(trial_id=tid, status="completed", stop=StopRecord(stopped),
+                      best=None if best is None else BestRecord("iou", "max", *best))
+    return dataclasses.replace(rec, **extra)
 
 
 RECORDS = [_rec(0, (9.0, 0.78)), _rec(1, (14.0, 0.81)), _rec(2, (12.0, 0.80), stopped=12.5), _rec(3, (10.5, 0.79)),
-           {"trial_id": 4, "status": "diverged", "best_metric": "iou", "best_mode": "max", "best_epoch": 1.0,
-            "best_value": 0.1}]
+           TrialResult(trial_id=4, status="diverged", best=BestRecord("iou", "max", 1.0, 0.1))]
 RICH = {**RUN, "val_names": ["val"], "metric_names": ["iou"], "best_metric": "iou", "best_mode": "max",
         "handlers": ["ignite.handlers:EarlyStopping"]}
 
@@ -46,7 +46,7 @@ def test_outcomes_from_the_records_completed_trials_only():
                                                       TrialBest(2, 12.0, 0.80), TrialBest(3, 10.5, 0.79)),
                          ((2, 12.5),), 1)
     assert outcomes_info(RUN, [_rec(0), _rec(1)]) == Outcomes((0, 1))  # no best, no stop, no handler
-    assert StopRecord.from_result({"status": "failed"}) is None  # older or unfinished trials say nothing
+    assert TrialResult.from_json({"status": "failed"}, trial_id=0).stop is None  # older or unfinished trials say nothing
 
 
 def test_summary_says_which_checkpoint_and_which_trials_stopped():

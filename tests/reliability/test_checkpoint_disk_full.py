@@ -49,7 +49,7 @@ def test_a_full_disk_at_a_checkpoint_stops_the_run_and_the_continuation_resumes_
     assert (folder / "trials" / "1" / "checkpoint.pt").is_file()  # the first checkpoint is intact
     result = _train(folder, trials=0, is_continuation=True)
     assert [t.status for t in result.trials] == ["completed", "completed"]
-    assert json.loads((folder / "trials" / "1" / "result.json").read_text())["resumed_from_epoch"] == 1
+    assert json.loads((folder / "trials" / "1" / "result.json").read_text())["checkpoints"]["resumed_from_epoch"] == 1
     for t in (0, 1):
         assert (folder / "trials" / str(t) / "model.pt").read_bytes() == \
             (reference / "trials" / str(t) / "model.pt").read_bytes()

@@ -144,11 +144,12 @@ def test_an_unreadable_trial_record_is_kept_aside_and_the_trial_rerun(tmp_path):
 
 
 def test_run_json_takes_only_the_documented_states(tmp_path):
-    from ignite_seg.storage.run_folder import RUN_STATES, RunFolder
+    from ignite_seg.storage.records import RunRecord
+    from ignite_seg.storage.run_folder import RUN_STATES
 
     assert RUN_STATES == ("running", "collated", "complete", "failed")  # docs/reliability.md
     with pytest.raises(ValueError, match="not a run state: 'done'"):
-        RunFolder(tmp_path).write_run({"state": "done", "loaders": {}})
+        RunRecord(state="done", loaders={})  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
 
 

@@ -23,7 +23,7 @@ from ignite_seg.engine.trainer import TrialTask
 from .harness import load_npz, processes_with_marker, start_script, wait_until
 
 SCRIPT = Path(__file__).with_name("resumerun.py")
-VOLATILE = ("seconds", "started_at", "pid", "peak_rss_mib", "resumed_from_epoch")
+VOLATILE = ("seconds", "started_at", "pid", "peak_rss_mib", "checkpoints")  # checkpoints: resumed_from_epoch
 
 
 def _driver(spec: dict, marker: str, out) -> subprocess.Popen:
@@ -70,8 +70,8 @@ def test_a_killed_run_resumes_its_trials_from_their_checkpoints_to_the_uninterru
         result = json.loads((d / "result.json").read_text())
         want = json.loads((reference / "trials" / str(t) / "result.json").read_text())
         if cut[t]:
-            assert result["resumed_from_epoch"] >= 1, result
-            assert f"trial {t} resumed from its checkpoint at epoch {result['resumed_from_epoch']}" in log
+            assert result["checkpoints"]["resumed_from_epoch"] >= 1, result
+            assert f"trial {t} resumed from its checkpoint at epoch {result['checkpoints']['resumed_from_epoch']}" in log
         assert {k: v for k, v in result.items() if k not in VOLATILE} == \
                {k: v for k, v in want.items() if k not in VOLATILE}
         for name in ("model.pt", "model_init.pt", "model_raw.pt"):
@@ -99,7 +99,7 @@ def test_a_trial_whose_worker_died_is_retried_from_its_checkpoint(tmp_path):
     res = ignite_seg.train(model, ("tasks", "blobs", (), {}), CE, folder=tmp_path / "run", **kwargs)
     assert [t.status for t in res.trials] == ["completed"]
     result = json.loads((tmp_path / "run" / "trials" / "0" / "result.json").read_text())
-    assert result["resumed_from_epoch"] == 3
+    assert result["checkpoints"] == {"resumed_from_epoch": 3}
     got, want = tmp_path / "run" / "trials" / "0", tmp_path / "reference" / "trials" / "0"
     assert (got / "model.pt").read_bytes() == (want / "model.pt").read_bytes()
     got_tt, want_tt = load_npz(got / "throughtime.npz"), load_npz(want / "throughtime.npz")
@@ -144,7 +144,7 @@ def test_workers_that_do_not_see_the_run_folder_write_no_checkpoint_and_the_call
                for r in caplog.records)
     for t in (0, 1):
         result = json.loads((folder / "trials" / str(t) / "result.json").read_text())
-        assert "not visible from this worker" in result["checkpoints_off"]
+        assert "not visible from this worker" in result["checkpoints"]["off"]
     assert not list(tmp_path.rglob("checkpoint.pt")) and not (elsewhere / "trials").exists()
 
 
@@ -155,4 +155,4 @@ def test_an_executor_that_shares_the_folder_is_not_warned_about(tmp_path, caplog
                          trials_strict=True, cores=1, seed=0, executor=ex, checkpoint_every=1)
     assert not any("mid-trial resume is off" in r.getMessage() for r in caplog.records)
     result = json.loads((tmp_path / "run" / "trials" / "0" / "result.json").read_text())
-    assert "checkpoints_off" not in result
+    assert "checkpoints" not in result  # nothing to say: no resume, none off, none refused
