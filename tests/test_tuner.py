@@ -184,6 +184,47 @@ def test_a_rescan_that_cannot_choose_falls_back_to_the_first_range_scaled(runner
     assert any("LR rescan: the rescan at batch size" in r.getMessage() for r in caplog.records)
 
 
+def test_a_capped_first_sweep_too_flat_to_choose_on_runs_again_at_full_length(runner, tmp_path, monkeypatch):
+    """ignite-simple's fashion_mnist CNN barely moved its loss in a 500-step sweep (1-4%, under the 2% the rule
+    needs) though it learns in longer runs: a sweep cut short by lr_sweep_max_examples that cannot choose is
+    run once more over its full lr_sweep_len epochs, and misc.json and the report say why."""
+    import ignite_seg.tuning.recipe as recipe
+    from ignite_seg.tuning.lr_range import LossDidNotImprove
+
+    calls = []
+
+    def flat_first(*args, **kwargs):
+        calls.append(len(args[0]))  # the sweep's points
+        if len(calls) == 1:
+            raise LossDidNotImprove("the loss did not improve over the sweep lr 0.01 -> 30 (relative improvement "
+                                    "0.0119 < 0.02). Widen the sweep")
+        return choose(*args, **kwargs)
+
+    choose = recipe.choose_lr_range
+    monkeypatch.setattr(recipe, "choose_lr_range", flat_first)
+    rf = RunFolder(tmp_path / "run")
+    # 96 items at batch 16: 6 steps an epoch; 40 epochs = 240 steps, capped at 960 examples -> the 120-step floor
+    settings = dataclasses.replace(SMALL, lr_sweep_len=40.0, lr_sweep_max_examples=960, rescan_lr_after_bs=False,
+                                   batch_pts=2, batch_rn_min_inits=1)
+    choose_recipe(runner, rf, settings, specs(), accuracy_style="classification", facts={"n_train": 96, "n_val": 48},
+                  seed=3, device="cpu")
+    assert calls == [120, 240]
+    step = strict_json(rf.hparams / "misc.json")["steps"]["lr_range"]
+    assert step["iterations"] == 240 and step["capped_by_max_examples"] is False
+    assert step["longer_after"] == ("the sweep of 120 iterations (capped by lr_sweep_max_examples=960) could not "
+                                    "choose a range (the loss did not improve over the sweep lr 0.01 -> 30 (relative "
+                                    "improvement 0.0119 < 0.02)); this one ran the full lr_sweep_len=40 epochs (240 "
+                                    "iterations)")
+    assert load(rf.hparams / "lr_vs_perf.npz")["lrs"].size == 240
+    # an uncapped sweep that cannot choose still raises: nothing longer to try
+    calls.clear()
+    uncapped = dataclasses.replace(settings, lr_sweep_max_examples=None)
+    with pytest.raises(TuningError, match="did not improve"):
+        choose_recipe(runner, RunFolder(tmp_path / "other"), uncapped, specs(), accuracy_style="classification",
+                      facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
+    assert calls == [240]
+
+
 def test_validation_set_is_never_read_and_the_holdout_comes_from_training(runner, tmp_path):
     from tuner_tasks import read_log
 

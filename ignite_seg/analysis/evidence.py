@@ -51,6 +51,8 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
         + (f"held-out loss (a slice of the training set, measured {_every(every)})" if held_out else "loss")
         + " against log LR, within the window the rule looks in (misc.json: lr_range.rule)",
     ]
+    if used is not None and used.longer_after:
+        out.append(f"a longer sweep: {used.longer_after}")
     if used is not None and used.settled_lr is not None:
         out.append(f"no divergence and the loss at its floor by lr {fmt(used.settled_lr)} (95% of its improvement "
                    "made): the window was moved below there, where the slope still means something")

@@ -207,6 +207,9 @@ class LRRangeStep(JsonSection):
     holdout_every: int | None = optional()
     #: True when lr_sweep_max_examples made the sweep shorter than lr_sweep_len epochs
     capped_by_max_examples: bool | None = optional()
+    #: why this sweep ran its full lr_sweep_len epochs: the capped one before it could not choose
+    #: (None: it was the first, and in older folders)
+    longer_after: str | None = optional()
 
 
 @dataclass(frozen=True)

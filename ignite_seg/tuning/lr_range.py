@@ -33,6 +33,7 @@ __all__ = [
     "log_lr_derivative",
     "mean_curve",
     "LRRangeChoice",
+    "LossDidNotImprove",
     "RangeRule",
     "choose_lr_range",
 ]
@@ -126,6 +127,11 @@ def mean_curve(curves: np.ndarray, min_frac: float = 0.5) -> np.ndarray:
 def _finite_prefix(y: np.ndarray) -> int:
     bad = np.flatnonzero(~np.isfinite(y))
     return int(bad[0]) if bad.size else int(y.size)
+
+
+class LossDidNotImprove(TuningError):
+    """The sweep's loss improved by less than ``min_improvement``: the curve is too flat to choose on
+    (a longer sweep may show the drop; a sweep that diverged at once raises a plain TuningError)."""
 
 
 @dataclass(frozen=True)
@@ -242,7 +248,7 @@ def choose_lr_range(
     d, x_stop, x_settled = eligible_slopes(deriv[:n_valid], x, valley, rule.window, rule.window_decades)
     k = int(np.argmin(d))
     if improvement < rule.min_improvement or not d[k] < 0:
-        raise TuningError(
+        raise LossDidNotImprove(
             f"the loss did not improve over the sweep lr {lo_lr:.3g} -> {hi_lr:.3g} (relative "
             f"improvement {improvement:.3g} < {rule.min_improvement}). Widen the sweep (raise lr_end or lower "
             "lr_start), sweep for longer (lr_sweep_len), or check that the model can learn the data; e.g. "

@@ -16,6 +16,7 @@ the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner`; the maths lives in t
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from .budget import batch_budget_epochs, fill_sampled, sweep_plan
 from .context import TuneRun, derive_seed, last_line, run_tasks
 from .guard import guard_recipe
 from .lr_range import (
+    LossDidNotImprove,
     LRRangeChoice,
     RangeRule,
     choose_lr_range,
@@ -111,7 +113,7 @@ def choose_recipe(
     """
     t_start = time.perf_counter()
     t = _start(runner, rf, settings, specs, accuracy_style, int(facts["n_train"]), seed, device)
-    sweep = _lr_range_test(t, settings.initial_batch_size, "lr")  # 1. at the initial batch size
+    sweep = _first_sweep(t)  # 1. at the initial batch size
     sweep.file.write(t.hparams / LR_NPZ)
     batch_size = _choose_batch_size(t, sweep)  # 2. noise scale, then batch-size candidates
     lr_min, lr_max, lr_how = _final_lr_range(t, sweep, batch_size)  # 3. optional rescan at that batch size
@@ -227,6 +229,26 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
 
 
 # -- 1. LR range test ------------------------------------------------------------------------------
+def _first_sweep(t: TuneRun) -> _Sweep:
+    """The LR range test at the initial batch size. A sweep cut short by ``lr_sweep_max_examples`` whose
+    loss did not improve enough to choose on is run once more at its full ``lr_sweep_len`` epochs: a
+    model that needs many steps before its loss moves (ignite-simple's fashion_mnist CNN) shows no drop
+    in a short sweep, and a longer one is what the error would tell the user to try."""
+    b0 = t.s.initial_batch_size
+    try:
+        return _lr_range_test(t, b0, "lr")
+    except LossDidNotImprove as exc:
+        plan, full = sweep_plan(t.s, t.n_fit, b0), sweep_plan(dataclasses.replace(t.s, lr_sweep_max_examples=None),
+                                                              t.n_fit, b0)
+        if not plan.capped:
+            raise
+        why = (f"the sweep of {plan.iterations} iterations (capped by lr_sweep_max_examples="
+               f"{t.s.lr_sweep_max_examples}) could not choose a range ({str(exc).split('. ')[0]}); this one ran "
+               f"the full lr_sweep_len={t.s.lr_sweep_len:g} epochs ({full.iterations} iterations)")
+        logger.warning("LR range test: %s", why)
+        return _lr_range_test(t, b0, "lr", longer_after=why)
+
+
 class _SweepKey(NamedTuple):
     """Which repeat of which range test a sweep task is."""
 
@@ -273,11 +295,13 @@ class _Noise(NamedTuple):
 
 def _lr_range_test(
     t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: Sequence[LRSweepResult] = (),
+    longer_after: str | None = None,
 ) -> _Sweep:
     """One LR range test; ``pooled``: repeats of an earlier sweep of the same batch size (and so the
-    same LR grid) to choose the range from together with this sweep's repeats."""
+    same LR grid) to choose the range from together with this sweep's repeats; ``longer_after``: why
+    this sweep runs its full ``lr_sweep_len`` epochs (``lr_sweep_max_examples`` lifted), recorded."""
     s = t.s
-    curves = _sweep(t, batch_size, stage, pooled)
+    curves = _sweep(t, batch_size, stage, pooled, full_length=longer_after is not None)
     # on the held-out loss (no batch-to-batch noise) or the training loss; each repeat is cut where
     # its training loss diverged either way
     held_out = s.lr_choose_on == "holdout"
@@ -291,7 +315,8 @@ def _lr_range_test(
         float(r.arrays["lrs"][-1]) if r.status == "diverged" and r.arrays["lrs"].size else np.nan for r in curves.ok
     ])
     noise = _noise(s, curves, choice.n_valid)
-    t.misc.record(**{"lr_range" if stage == "lr" else "lr_rescan": _range_step(s, curves, choice, stopped, noise)})
+    step = dataclasses.replace(_range_step(s, curves, choice, stopped, noise), longer_after=longer_after)
+    t.misc.record(**{"lr_range" if stage == "lr" else "lr_rescan": step})
     n_div = int(np.isfinite(stopped).sum())
     logger.info("LR range [%.4g, %.4g] (steepest at %.4g; %d of %d repeat(s) diverged%s)",
                 choice.lr_min, choice.lr_max, choice.steepest_lr, n_div, len(curves.ok),
@@ -301,10 +326,13 @@ def _lr_range_test(
                   noise.running[keep], curves.ok)
 
 
-def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: Sequence[LRSweepResult]) -> _Curves:
-    """Run the sweep's repeats in parallel; their curves stacked, with ``pooled`` ones first."""
+def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: Sequence[LRSweepResult],
+           full_length: bool = False) -> _Curves:
+    """Run the sweep's repeats in parallel; their curves stacked, with ``pooled`` ones first;
+    ``full_length``: ``lr_sweep_len`` epochs whatever ``lr_sweep_max_examples`` says."""
     s = t.s
-    plan = sweep_plan(s, t.n_fit, batch_size)  # lr_sweep_len epochs, at most lr_sweep_max_examples examples
+    # lr_sweep_len epochs, at most lr_sweep_max_examples examples (unless full_length)
+    plan = sweep_plan(dataclasses.replace(s, lr_sweep_max_examples=None) if full_length else s, t.n_fit, batch_size)
     iterations = plan.iterations
     # each repeat from its own seeded initialisation (lr_min_inits of them), or all from one
     init_seeds = [derive_seed(t.seed, "lr-init") if s.lr_shared_init else derive_seed(t.seed, f"{stage}-init", r)

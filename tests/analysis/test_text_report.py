@@ -77,6 +77,9 @@ def test_the_lr_evidence_says_how_often_the_held_out_loss_was_measured():
                for line in sampled.evidence["lr_start"])
     older = _info(lr=lr, misc={"steps": {"lr_range": {}}})  # a folder from before the sampling: every step
     assert any("measured after every step)" in line for line in older.evidence["lr_start"])
+    assert not any(line.startswith("a longer sweep") for line in older.evidence["lr_start"])
+    longer = _info(lr=lr, misc={"steps": {"lr_range": {"longer_after": "the sweep of 500 iterations ... could not"}}})
+    assert "a longer sweep: the sweep of 500 iterations ... could not" in longer.evidence["lr_start"]
 
 
 def test_summary_info_fixed_hyperparameters_say_so():
