@@ -56,3 +56,13 @@ def quick_or_sleep(task: tuple):
         task[1].wait()
         return "unblocked"
     return task[1] in sys.modules
+
+
+def span_or_die(task: tuple):
+    """``("span", s)``: sleeps ``s`` seconds and returns ``(pid, start, end)`` (wall clock);
+    ``("die",)``: the worker process exits at once (status 7), as a segfault or the OOM killer would end it."""
+    if task[0] == "die":
+        os._exit(7)
+    start = time.time()
+    time.sleep(task[1])
+    return os.getpid(), start, time.time()
