@@ -55,6 +55,8 @@ class Flight(Generic[T]):
     broken_gen: int | None = None
 
     def add(self, fut: Future[Any], task: T, gen: int = 0) -> None:
+        if not self.inflight:  # nothing ran since the last finish (waiting for a slot is not a stall)
+            self.last_done = time.monotonic()
         self.inflight[fut] = task
         self.gens[fut] = gen
         self.started[fut] = time.monotonic()

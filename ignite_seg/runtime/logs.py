@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from tqdm.auto import tqdm
 
-__all__ = ["ensure_logging", "labelled", "tagged"]
+__all__ = ["ensure_logging", "labelled", "tagged", "current_label"]
 
 _local = threading.local()
 _factory_lock = threading.Lock()
@@ -49,6 +49,11 @@ def labelled(label: str) -> Iterator[None]:
         yield
     finally:
         _local.label = previous
+
+
+def current_label() -> str | None:
+    """This thread's label (:func:`labelled`), ``None`` outside one."""
+    return getattr(_local, "label", None)
 
 
 def tagged(desc: str) -> str:

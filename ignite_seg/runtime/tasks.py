@@ -38,6 +38,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from .flight import Flight, TaskLost
+from .logs import current_label
 from .slots import Slots
 from .workers import (
     LIVE_WORKERS,
@@ -188,7 +189,7 @@ class TaskRunner:
             gen = self.generation
             try:
                 if self.owned:
-                    fut = self.executor.submit(announce_and_call, (run.ident, run.key(task)), fn, task)
+                    fut = self.executor.submit(announce_and_call, (run.ident, run.key(task)), fn, task, current_label())
                     self._track_workers()
                 else:
                     fut = self.executor.submit(fn, task)

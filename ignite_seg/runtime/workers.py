@@ -16,11 +16,13 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence
 
 import psutil
+
+from .logs import labelled
 
 __all__ = [
     "StartMethod", "choose_start_method", "other_threads", "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
@@ -251,13 +253,16 @@ class TaskProgress(NamedTuple):
     total: int
 
 
-def announce_and_call(key: Hashable, fn: Callable[[Any], Any], task: Any) -> Any:
+def announce_and_call(key: Hashable, fn: Callable[[Any], Any], task: Any, label: str | None = None) -> Any:
+    """A task of the default pool: announced (key, pid), then run; ``label``: the submitting thread's
+    (a sweep's point, :func:`~ignite_seg.runtime.logs.labelled`), which the task's log lines carry too."""
     global _current_key, _last_report
     if _started_queue is not None:
         _started_queue.put((key, os.getpid()))
     _current_key, _last_report = key, time.monotonic()
     try:
-        return fn(task)
+        with labelled(label) if label else nullcontext():
+            return fn(task)
     finally:
         _current_key = None
 
