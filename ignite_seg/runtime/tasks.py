@@ -49,6 +49,7 @@ from .workers import (
     kill_processes,
     other_threads,
     prestart,
+    server_may_start,
     start_method,
     warm_up,
 )
@@ -118,6 +119,12 @@ class TaskRunner:
 
     # -- pool management -------------------------------------------------------------------
     def _new_pool(self) -> ProcessPoolExecutor:
+        if self.method == "fork" and other_threads() and server_may_start():
+            # a rebuild while other threads run (a sweep's point drivers): a thread holding a lock at the
+            # fork would leave it held in the workers; the fork server is a clean process
+            logger.warning("restarting the workers from the fork server, not by forking this process: other "
+                           "threads run in it (%s)", ", ".join(other_threads()[:5]))
+            self.method, self._ctx = "forkserver", multiprocessing.get_context("forkserver")
         prestart(self.preload, self.method)
         if self.method == "fork" and other_threads():  # started since the choice (by a loader, say)
             logger.warning("forking the workers from this process while other threads run in it (%s), "

@@ -26,7 +26,7 @@ from .logs import labelled
 
 __all__ = [
     "StartMethod", "choose_start_method", "other_threads", "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
-    "second_interrupt_exits", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call", "die_with_parent",
+    "second_interrupt_exits", "server_may_start", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call", "die_with_parent",
     "TaskProgress", "report_progress", "PROGRESS_EVERY_S",
 ]
 
@@ -148,6 +148,13 @@ def prestart(preload: Sequence[str] = (), method: str | None = None) -> None:
     if threading.current_thread() is threading.main_thread():  # the signal comes when this *thread* ends
         os.environ[SERVER_GUARD_ENV] = str(os.getpid())  # the server it starts dies with this process
     forkserver.ensure_running()
+
+
+def server_may_start() -> bool:
+    """Whether workers may come from the fork server now: it exists here, and they would not import the
+    calling script (hidden by ``runtime.main_module.workers_skip_main``, or none)."""
+    main = sys.modules.get("__main__")
+    return "forkserver" in multiprocessing.get_all_start_methods() and getattr(main, "__file__", None) is None
 
 
 def driver_identity() -> tuple[int, float]:

@@ -154,3 +154,22 @@ def test_a_sweep_killed_with_two_points_mid_flight_continues_to_the_uninterrupte
     for k in range(2):
         assert_same_run(killed / "points" / str(k), reference / "points" / str(k))
     assert json.loads((killed / "sweep.json").read_text())["state"] == "complete"
+
+
+def test_a_worker_death_in_a_sweep_with_points_at_once_restarts_the_workers_from_the_fork_server(tmp_path):
+    from ignite_seg.api import trial_seed
+    from ignite_seg.param_sweep.run import point_seed
+
+    # point 0's trial 0 ends its worker (twice: it is retried once); point 1 trains normally
+    model = ["runtime_tasks", "Misbehaves", [], {"only_seed": trial_seed(point_seed(0, 0), 0)}]
+    spec = {"pool": True, "at_once": 2, "model": model, "grid": {"how": ["die", "none"]}, "trials": 2}
+    proc = _sweep_driver(tmp_path / "sweep", spec=spec)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = proc.stderr
+    # the driver threads run: the new workers come from the fork server, not from a fork of this process
+    assert "restarting the workers from the fork server" in log, log[-3000:]
+    assert "forking the workers from this process while other threads run" not in log
+    res = [[json.loads((tmp_path / "sweep" / "points" / str(k) / "trials" / str(t) / "result.json").read_text())
+            for t in range(2)] for k in range(2)]
+    assert res[0][0]["status"] == "failed" and "lost after 2 attempts" in res[0][0]["error"], res[0][0]
+    assert [r["status"] for r in (res[0][1], *res[1])] == ["completed"] * 3  # nobody else charged
