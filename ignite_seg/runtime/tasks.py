@@ -106,7 +106,7 @@ class TaskRunner:
         #: the pool's generation (+1 per rebuild), and each generation's workers by pid
         self.generation = 0
         self._gen_procs: dict[int, dict[int, BaseProcess]] = {}
-        self._killed: set[int] = set()  # workers the runner killed (timeouts)
+        self._killed: set[BaseProcess] = set()  # workers the runner killed (timeouts)
         #: drained from the queue, by (call, task key): the worker that runs it; its progress report
         self._announced: dict[tuple[int, Hashable], int] = {}
         self._reports: dict[tuple[int, Hashable], tuple[int, int, float]] = {}
@@ -333,7 +333,7 @@ class TaskRunner:
                 proc = self._gen_procs.get(run.gens[fut], {}).get(pid) if pid is not None else None
                 if proc is not None:
                     run.timed_out.add(k)
-                    self._killed.add(proc.pid or -1)
+                    self._killed.add(proc)
                     logger.warning("task %r timed out after %g s: killing its worker (pid %d)", k, run.timeout, pid)
                     kill_processes([proc])
 
@@ -411,7 +411,7 @@ class TaskRunner:
         for proc in procs.values():
             proc.join(timeout=5)
         died = {pid: p.exitcode for pid, p in procs.items()
-                if p.exitcode not in (None, 0, -signal.SIGTERM) and pid not in self._killed}
+                if p.exitcode not in (None, 0, -signal.SIGTERM) and p not in self._killed}
         culprits: dict[Hashable, str] = {}
         for k in keys:
             pid = run.pids.get(k)
@@ -419,7 +419,7 @@ class TaskRunner:
             if code is not None:
                 how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
                 culprits[k] = f"the worker process (pid {pid}) running it died: {how}"
-        explained = explained or any(pid in self._killed for pid in procs) or any(
+        explained = explained or any(p in self._killed for p in procs.values()) or any(
             self._pid_owner.get(pid, run.ident) != run.ident for pid in died)
         if not culprits and not explained:  # cannot tell which one: charge them all
             culprits = {k: "a worker process died while it ran (which one is unknown)" for k in keys}
