@@ -11,7 +11,7 @@ import pytest
 
 import ignite_seg
 from ignite_seg import ConfigError, HyperparameterSettings, TuningError, get_preset
-from ignite_seg.config.hyperparameters import TrainingOptions
+from ignite_seg.config.hyperparameters import RecipeOptions, TrainingOptions
 from ignite_seg.config.specs import normalize_spec
 from ignite_seg.runtime.tasks import TaskRunner
 from ignite_seg.storage.run_folder import RunFolder
@@ -255,9 +255,10 @@ def test_every_settings_field_is_used_by_the_tuner():
     src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/recipe.py", "engine/sweeps.py",
                                                                                   "tuning/batch_runs.py", "tuning/reasons.py",
                                                                                   "tuning/budget.py"))
-    # the update options travel as one record (settings.options), read whole by the tuning runs
-    options = {f.name for f in dataclasses.fields(TrainingOptions)}
-    assert "settings.options" in src and "recipe.options" in src
+    # the update options travel as one record (settings.options), read whole by the tuning runs; the
+    # recipe's options (optimizer, update options, schedule shape, EMA) are copied whole into the recipe
+    options = {f.name for f in dataclasses.fields(TrainingOptions)} | {f.name for f in dataclasses.fields(RecipeOptions)}
+    assert "settings.options" in src and "recipe.options" in src and "RecipeOptions.values(s)" in src
     for f in dataclasses.fields(HyperparameterSettings):
         assert f"s.{f.name}" in src or f"settings.{f.name}" in src or f.name in options, \
             f"{f.name} is never read by the tuner"

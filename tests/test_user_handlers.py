@@ -115,6 +115,8 @@ def test_on_a_dask_cluster_the_files_and_the_best_checkpoint_come_back_through_t
 
 
 def test_an_unguarded_script_whose_handler_it_defines_is_refused_before_any_worker(tmp_path):
+    """Under the fork server (workers import the script again); forked workers (the default on Linux)
+    import nothing, so there the script runs (tests/test_compat.py)."""
     script = tmp_path / "my_run.py"
     script.write_text(textwrap.dedent('''
         import ignite_seg
@@ -127,7 +129,8 @@ def test_an_unguarded_script_whose_handler_it_defines_is_refused_before_any_work
         except ignite_seg.ConfigError as exc:
             print("ERROR", exc)
     '''))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+           "IGNITE_SEG_START_METHOD": "forkserver"}
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert "ERROR train() is called at the top level" in out.stdout, out.stderr[-3000:]
