@@ -173,7 +173,7 @@ class TaskRunner:
         if not self.owned:
             return
         if abort:
-            kill_processes(self._procs.values())
+            kill_processes(list(self._procs.values()))
         with self._lock:
             self.executor.shutdown(wait=True, cancel_futures=True)
             self._forget_workers()
