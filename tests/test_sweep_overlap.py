@@ -48,6 +48,7 @@ def test_overlapping_points_give_the_results_of_one_point_at_a_time(tmp_path, ca
     assert any(line.startswith("point 0 (n_hidden=4): ") and "trial" in line for line in lines), lines[:20]
     assert any(line.startswith("point 1 (n_hidden=16): ") and "trial" in line for line in lines), lines[:20]
     assert any("up to 2 at a time on 2 worker(s)" in line for line in lines)
+    assert not any("while other threads run" in line for line in lines)  # the workers started before the drivers
 
 
 @pytest.mark.parametrize("value, kind", [(0, ignite_seg.ConfigError), (True, ignite_seg.ConfigTypeError),

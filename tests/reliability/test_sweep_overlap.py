@@ -23,7 +23,8 @@ from .test_sweep_kill import _sweep_driver
 SCRIPT = Path(__file__).with_name("sweeprun.py")
 
 
-def _in_threads(runner: TaskRunner, jobs: dict[str, list[tuple]], pause: float = 0.0) -> dict[str, list]:
+def _in_threads(runner: TaskRunner, jobs: dict[str, list[tuple]], pause: float = 0.0,
+                timeouts: dict[str, float] | None = None) -> dict[str, list]:
     """Each job's tasks through ``runner.map_unordered`` from a thread of its own, all at once
     (``pause`` seconds between the threads' starts)."""
     out: dict[str, list] = {name: [] for name in jobs}
@@ -31,7 +32,8 @@ def _in_threads(runner: TaskRunner, jobs: dict[str, list[tuple]], pause: float =
 
     def one(name: str) -> None:
         try:
-            out[name] = list(runner.map_unordered(span_or_die, jobs[name], key=lambda t: f"{name}{jobs[name].index(t)}"))
+            out[name] = list(runner.map_unordered(span_or_die, jobs[name], key=lambda t: f"{name}{jobs[name].index(t)}",
+                                              timeout=(timeouts or {}).get(name)))
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
 
@@ -93,6 +95,15 @@ def test_a_worker_death_rebuilds_the_pool_once_and_is_charged_to_its_own_task():
     assert len([r for r in out["dies"] if not isinstance(r, TaskLost)]) == 2
     assert not any(isinstance(r, TaskLost) for r in out["innocent"]) and len(out["innocent"]) == 4
     assert generation == 2  # one rebuild per death (two attempts), not one per calling thread
+
+
+def test_a_timeout_in_one_thread_charges_no_task_of_another():
+    with TaskRunner(2) as runner:
+        out = _in_threads(runner, {"slow": [("span", 60.0)], "other": [("span", 0.5) for _ in range(4)]},
+                          pause=0.3, timeouts={"slow": 1.5})
+    lost = out["slow"]
+    assert len(lost) == 1 and isinstance(lost[0], TaskLost) and lost[0].timed_out, lost
+    assert len(out["other"]) == 4 and not any(isinstance(r, TaskLost) for r in out["other"]), out["other"]
 
 
 def test_sigint_to_a_sweep_with_points_at_once_stops_every_point_and_leaves_no_process(tmp_path):
