@@ -76,7 +76,6 @@ class RunnerClosed(KeyboardInterrupt):
     """The runner was closed while this call used it (another thread handles an interrupt)."""
 
 
-
 class TaskRunner:
     """Runs tasks on one executor, reused across stages (and by several threads at once). Use as a
     context manager.
