@@ -33,7 +33,7 @@ from .run_plan import (
     train_result,
     trial_function,
 )
-from .runtime.logs import ensure_logging
+from .runtime.logs import ensure_logging, tagged
 from .runtime.main_module import check_main_guard, workers_skip_main
 from .runtime.tasks import TaskLost, TaskRunner, prestart
 from .runtime.workers import second_interrupt_exits, start_method
@@ -257,7 +257,7 @@ def _run_trials(
              for t in todo]
     if tasks:  # none: tuning only (tune(), trials=0), or every planned trial finished before
         logger.info("running %d trial(s), %d at a time", len(tasks), cfg.trials_at_once)
-    with tqdm(total=len(tasks), desc="trials", unit="trial", mininterval=0.5) as bar:
+    with tqdm(total=len(tasks), desc=tagged("trials"), unit="trial", mininterval=0.5) as bar:
         for item in runner.map_unordered(trial_function(cfg.setup.processes), tasks, key=lambda task: task.trial_id,
                                          timeout=cfg.trial_timeout, at_once=cfg.trials_at_once):
             outcome = _lost_outcome(item) if isinstance(item, TaskLost) else item

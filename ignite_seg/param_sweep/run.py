@@ -9,10 +9,11 @@ Layout of the sweep folder::
       sweep.npz           one row per point (ignite_seg.storage.sweep_file)
       analysis/           sweep_perf.png, sweep_hparams.png, summary.md
 
-The points run one after the other through :func:`ignite_seg.api.run_validated` on one
+The points run through :func:`ignite_seg.api.run_validated` on one
 :class:`~ignite_seg.runtime.tasks.TaskRunner`: the worker processes are started once for the whole
 sweep, and every point's tuning runs and trials are tasks of that one pool (or of the caller's
-``executor``).
+``executor``). Up to ``max_concurrent_points`` points overlap, each driven by a thread of its own
+(:mod:`ignite_seg.param_sweep.drivers`), so that no core idles between points.
 """
 from __future__ import annotations
 
@@ -26,19 +27,18 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
-from ..api import WORKER_PRELOAD, run_validated
 from ..config.analysis import AnalysisSettings, resolve_analysis
 from ..config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from ..config.specs import normalize_spec
-from ..exceptions import ConfigError, FolderError
+from ..exceptions import ConfigError, ConfigTypeError, FolderError
 from ..run_config import LoaderLike, RunConfig, validate
 from ..run_plan import TrainResult, train_result
 from ..runtime.logs import ensure_logging
-from ..runtime.tasks import TaskRunner
 from ..storage.atomic import atomic_write_bytes, read_json, write_json
 from ..storage.folder_lock import FolderLock
 from ..storage.run_folder import RunFolder, archive_folder, has_content, resolve_folder_arg
 from ..storage.sweep_file import SWEEP_NPZ, SweepRecord
+from .drivers import run_points
 from .points import SweepPoint, Vary, check_points, check_vary, param_table, point_spec
 
 __all__ = ["sweep", "SweepResult", "SWEEP_JSON"]
@@ -93,6 +93,7 @@ def sweep(
     seed: int | None = None,
     snapshots_per_epoch: int = 10,
     trial_timeout: float | None = None,
+    max_concurrent_points: int = 2,
 ) -> SweepResult:
     """Run :func:`ignite_seg.train` (tuning included) at every point, on one pool; collate and report.
 
@@ -112,6 +113,9 @@ def sweep(
             the others continued as ``train(is_continuation=True)`` does (same points required).
         history_folder: where an existing sweep folder is archived (default ``folder/../history``).
         seed: the sweep's seed; point ``k`` runs with a seed drawn from it and ``k``.
+        max_concurrent_points: points whose runs overlap on the pool (each driven by a thread of its
+            own): the next point's tuning and trials fill the cores the others leave idle. ``1``
+            runs the points one after the other. A point's results do not depend on it.
 
     Raises:
         ConfigError: bad points (none, both ``points`` and ``grid``, a repeat, a value the
@@ -129,6 +133,12 @@ def sweep(
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ConfigError(f"trials must be an int >= 1 (trials per point), got {trials!r}; to tune only, call "
                           "ignite_seg.tune per point.")
+    if isinstance(max_concurrent_points, bool) or not isinstance(max_concurrent_points, int) or \
+            max_concurrent_points < 1:
+        kind = ConfigError if isinstance(max_concurrent_points, int) and not isinstance(max_concurrent_points, bool) \
+            else ConfigTypeError
+        raise kind(f"max_concurrent_points must be an int >= 1 (how many points overlap on the pool; 1 runs them "
+                   f"one after the other), got {max_concurrent_points!r}.")
     root = resolve_folder_arg(folder, "folder")
     history = root.parent / "history" if history_folder is None else resolve_folder_arg(history_folder,
                                                                                         "history_folder")
@@ -155,7 +165,7 @@ def sweep(
                 "points": [p.to_json() for p in pts], "labels": [p.label for p in pts],
                 "loaders": {name: spec.describe(300) for name, spec in base.items()}}
         write_json(root / SWEEP_JSON, info)
-        runs = _run_points(pts, cfgs)
+        runs = run_points(pts, cfgs, max_concurrent_points, lambda cfg: finished_point(cfg.folder))
         record = collate(pts, runs)
         record.write(root / SWEEP_NPZ)
         paths = {"folder": root, "sweep": root / SWEEP_NPZ, "points": root / "points"}
@@ -229,22 +239,6 @@ def _claimed(root: Path, history: Path, fresh: bool) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def _run_points(pts: Sequence[SweepPoint], cfgs: Sequence[RunConfig]) -> list[TrainResult]:
-    """Every point's run, on one task runner: finished points read back, the others run (or continued)."""
-    runs: list[TrainResult] = []
-    first = cfgs[0]
-    with TaskRunner(first.cores, first.executor, preload=WORKER_PRELOAD) as runner:
-        for p, cfg in zip(pts, cfgs):
-            done = finished_point(cfg.folder)
-            if done is not None:
-                logger.info("sweep point %d (%s): finished before, kept", p.index, p.label)
-                runs.append(done)
-                continue
-            logger.info("sweep point %d of %d: %s", p.index + 1, len(pts), p.label)
-            runs.append(run_validated(cfg, "sweep", runner=runner))
-    return runs
 
 
 def finished_point(folder: Path) -> TrainResult | None:

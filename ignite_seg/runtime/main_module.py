@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import sys
+import threading
 from types import FrameType
 from typing import Iterator
 
@@ -93,20 +94,36 @@ def check_main_guard(entry: str, uses_main: bool) -> None:
 @contextlib.contextmanager
 def workers_skip_main(skip: bool) -> Iterator[None]:
     """While inside, workers started by ``multiprocessing`` (spawn, fork server) do not import
-    the running script (``skip``); the script's ``__spec__`` and ``__file__`` are restored after."""
+    the running script (``skip``); the script's ``__spec__`` and ``__file__`` are restored after.
+
+    Reentrant across threads (a sweep's points): the first to enter saves them, the last to
+    leave restores them.
+    """
     main = sys.modules.get("__main__")
     if not skip or main is None:
         yield
         return
-    missing = object()
-    saved = {name: vars(main).get(name, missing) for name in ("__spec__", "__file__")}
-    main.__spec__ = None
-    vars(main).pop("__file__", None)
+    global _skip_depth, _skip_saved
+    with _skip_lock:
+        if _skip_depth == 0:
+            _skip_saved = {name: vars(main).get(name, _MISSING) for name in ("__spec__", "__file__")}
+            main.__spec__ = None
+            vars(main).pop("__file__", None)
+        _skip_depth += 1
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is missing:
-                vars(main).pop(name, None)
-            else:
-                setattr(main, name, value)
+        with _skip_lock:
+            _skip_depth -= 1
+            if _skip_depth == 0:
+                for name, value in _skip_saved.items():
+                    if value is _MISSING:
+                        vars(main).pop(name, None)
+                    else:
+                        setattr(main, name, value)
+
+
+_MISSING = object()
+_skip_lock = threading.Lock()
+_skip_depth = 0
+_skip_saved: dict[str, object] = {}

@@ -16,15 +16,17 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence
 
 import psutil
 
+from .logs import labelled
+
 __all__ = [
     "StartMethod", "choose_start_method", "other_threads", "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
-    "second_interrupt_exits", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call", "die_with_parent",
+    "second_interrupt_exits", "server_may_start", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call", "die_with_parent",
     "TaskProgress", "report_progress", "PROGRESS_EVERY_S",
 ]
 
@@ -148,6 +150,13 @@ def prestart(preload: Sequence[str] = (), method: str | None = None) -> None:
     forkserver.ensure_running()
 
 
+def server_may_start() -> bool:
+    """Whether workers may come from the fork server now: it exists here, and they would not import the
+    calling script (hidden by ``runtime.main_module.workers_skip_main``, or none)."""
+    main = sys.modules.get("__main__")
+    return "forkserver" in multiprocessing.get_all_start_methods() and getattr(main, "__file__", None) is None
+
+
 def driver_identity() -> tuple[int, float]:
     """``(pid, creation time)`` of this process: what a worker's watchdog checks."""
     return os.getpid(), psutil.Process().create_time()
@@ -251,13 +260,16 @@ class TaskProgress(NamedTuple):
     total: int
 
 
-def announce_and_call(key: Hashable, fn: Callable[[Any], Any], task: Any) -> Any:
+def announce_and_call(key: Hashable, fn: Callable[[Any], Any], task: Any, label: str | None = None) -> Any:
+    """A task of the default pool: announced (key, pid), then run; ``label``: the submitting thread's
+    (a sweep's point, :func:`~ignite_seg.runtime.logs.labelled`), which the task's log lines carry too."""
     global _current_key, _last_report
     if _started_queue is not None:
         _started_queue.put((key, os.getpid()))
     _current_key, _last_report = key, time.monotonic()
     try:
-        return fn(task)
+        with labelled(label) if label else nullcontext():
+            return fn(task)
     finally:
         _current_key = None
 

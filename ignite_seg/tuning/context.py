@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from ..config.hyperparameters import HyperparameterSettings
 from ..engine.sweeps import RecipeSpec
+from ..runtime.logs import tagged
 from ..runtime.tasks import TaskLost, TaskRunner
 from ..storage.schemas import MiscLog
 from .task_store import TaskStore
@@ -65,7 +66,7 @@ def run_tasks(
     todo = [task for task in tasks if task.key not in out]
     by_key = {task.key: task for task in todo}
     ran: list[Any] = []
-    with tqdm(total=len(todo), desc=desc, unit="run", mininterval=0.5, leave=False) as bar:
+    with tqdm(total=len(todo), desc=tagged(desc), unit="run", mininterval=0.5, leave=False) as bar:
         shown = _StepsShown(bar, desc)
         for item in t.runner.map_unordered(fn, todo, key=lambda task: task.key, on_progress=shown):
             res = failed(item.task, item.error) if isinstance(item, TaskLost) else item

@@ -13,7 +13,7 @@ from torch import nn
 class Misbehaves(nn.Module):
     """An MLP that misbehaves in training, only in the trial whose seed is ``only_seed``
     (``None``: every trial but the one of ``except_seed``): ``"hang"`` sleeps an hour, ``"exit"`` raises SystemExit,
-    ``"interrupt"`` raises KeyboardInterrupt, ``"slow"`` sleeps ``seconds`` per step.
+    ``"interrupt"`` raises KeyboardInterrupt, ``"slow"`` sleeps ``seconds`` per step, ``"die"`` ends the worker process.
 
     The first training step of a misbehaving trial creates ``started/<pid>`` when ``started`` is set.
     """
@@ -39,6 +39,8 @@ class Misbehaves(nn.Module):
                 raise KeyboardInterrupt
             elif self.how == "slow":
                 time.sleep(self.seconds)
+            elif self.how == "die":  # the worker process ends at once, as the OOM killer would end it
+                os._exit(9)
         return self.net(x)
 
 
@@ -56,3 +58,13 @@ def quick_or_sleep(task: tuple):
         task[1].wait()
         return "unblocked"
     return task[1] in sys.modules
+
+
+def span_or_die(task: tuple):
+    """``("span", s)``: sleeps ``s`` seconds and returns ``(pid, start, end)`` (wall clock);
+    ``("die",)``: the worker process exits at once (status 7), as a segfault or the OOM killer would end it."""
+    if task[0] == "die":
+        os._exit(7)
+    start = time.time()
+    time.sleep(task[1])
+    return os.getpid(), start, time.time()

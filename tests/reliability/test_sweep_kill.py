@@ -16,16 +16,16 @@ SCRIPT = Path(__file__).with_name("sweeprun.py")
 
 
 def _sweep_driver(folder: Path, kill_at: int | None = None, trace: bool = False,
-                  continuation: bool = False) -> subprocess.CompletedProcess:
+                  continuation: bool = False, spec: dict | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("IGNITE_SEG_KILL_AT_WRITE", "IGNITE_SEG_TRACE_WRITES")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     if trace:
         env["IGNITE_SEG_TRACE_WRITES"] = "1"
     if kill_at is not None:
         env["IGNITE_SEG_KILL_AT_WRITE"] = str(kill_at)
-    spec = json.dumps({"folder": str(folder), "continuation": continuation})
+    arg = json.dumps({**(spec or {}), "folder": str(folder), "continuation": continuation})
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.run([sys.executable, str(SCRIPT), spec], env=env, stdout=out, stderr=err, text=True,
+        proc = subprocess.run([sys.executable, str(SCRIPT), arg], env=env, stdout=out, stderr=err, text=True,
                               timeout=300)
         out.seek(0)
         err.seek(0)
