@@ -17,6 +17,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 def _se(*s: float) -> float:
     return math.sqrt(sum((x if math.isfinite(x) else 0.0) ** 2 for x in s))
@@ -78,8 +80,49 @@ def main() -> None:
           "grid best re-evaluated (grid) | regret | max(0.005, 2 SE) | Optuna TPE, same CPU | "
           "tune + trials CPU / 100-cell grid | goals |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for path in sorted(Path(args.out).glob("goals_*.json")):
-        print(row(json.loads(path.read_text()))[0])
+    runs = [json.loads(path.read_text()) for path in sorted(Path(args.out).glob("goals_*.json"))]
+    for d in runs:
+        if "untuned" in d:  # the seeds run with the anchors
+            print(row(d)[0])
+    print()
+    print(stability(runs))
+
+
+def stability(runs: list[dict[str, Any]]) -> str:
+    """Over the tune seeds of each task x recipe: lr_end's coefficient of variation, the batch sizes
+    (spread in steps of the candidate grid), the worst seed against the untuned default, and the regret
+    of the mean over every seed's trials (its SE from all of them)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for d in runs:
+        if "tuned" in d:
+            groups.setdefault((d["task"], d["recipe"]), []).append(d)
+    lines = ["| task | recipe | seeds | lr_end per seed | lr_end CV | batch sizes (spread, grid steps) | worst seed vs "
+             "untuned − 2 SE | mean over seeds' trials | regret (≤ max(0.005, 2 SE)) |", "|---|---|---|---|---|---|---|---|---|"]
+    for (task, recipe), ds in sorted(groups.items()):
+        ds.sort(key=lambda d: d["seed"])
+        ends = np.array([d["tuned"]["recipe"]["lr_end"] for d in ds])
+        cv = float(ends.std(ddof=1) / ends.mean()) if len(ends) > 1 else float("nan")
+        batches = [d["tuned"]["recipe"]["batch_size"] for d in ds]
+        steps = [math.log2(b) for b in batches]  # the candidates are powers of two apart
+        anchor = next((d for d in ds if "untuned" in d), None)
+        worst = min(ds, key=lambda d: d["tuned"]["mean"])
+        collapse = "—"
+        if anchor:
+            u, w = anchor["untuned"], worst["tuned"]
+            ok = w["mean"] >= u["mean"] - 2 * _se(w["sem"], u["sem"])
+            collapse = f"{w['mean']:.4f} (seed {worst['seed']}) vs {u['mean']:.4f}: {'met' if ok else 'MISSED'}"
+        perfs = np.array([p for d in ds for p in d["tuned"]["perfs"]], dtype=float)
+        mean, sem = float(np.nanmean(perfs)), float(np.nanstd(perfs, ddof=1) / math.sqrt(np.isfinite(perfs).sum()))
+        g = next((d["grid"] for d in ds if "grid" in d), None)
+        regret = "—"
+        if g:
+            r, tol = g["reeval_best"] - mean, max(0.005, 2 * sem)
+            regret = f"{r:+.4f} ({'met' if r <= tol else 'missed'}, tol {tol:.4f})"
+        lines.append(f"| {task} | {recipe} | {len(ds)} | {', '.join(f'{e:.3g}' for e in ends)} | "
+                     f"{100 * cv:.0f}% ({'met' if cv <= 0.25 else 'missed'}) | {', '.join(map(str, batches))} "
+                     f"({max(steps) - min(steps):.0f}: {'met' if max(steps) - min(steps) <= 1 else 'missed'}) | "
+                     f"{collapse} | {mean:.4f} ± {sem:.4f} ({perfs.size} trials) | {regret} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
