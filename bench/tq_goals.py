@@ -132,7 +132,7 @@ def main() -> None:
     from ignite_seg import FixedHyperparameters
     from ignite_seg.runtime.tasks import TaskRunner
     from ignite_seg.storage.run_folder import RunFolder
-    from ignite_seg.tuning.tuner import tune
+    from ignite_seg.tuning.recipe import choose_recipe
 
     TASKS.update(ROBUST_TASKS)
     ap = argparse.ArgumentParser()
@@ -191,7 +191,7 @@ def main() -> None:
         if "tune" in parts and "tuned" not in out:
             with tempfile.TemporaryDirectory(prefix="ignite_seg_goals_") as tmp:
                 rf, t0, cpu0 = RunFolder(tmp), time.perf_counter(), worker_cpu_seconds()
-                hp = tune(runner, rf, settings(args.recipe), _specs(task), accuracy_style=task["style"],
+                hp = choose_recipe(runner, rf, settings(args.recipe), _specs(task), accuracy_style=task["style"],
                           facts=_facts(task), seed=args.seed, device="cpu")
                 tune_cpu, tune_wall = worker_cpu_seconds() - cpu0, time.perf_counter() - t0
                 misc = json.loads((rf.hparams / "misc.json").read_text())
