@@ -3,8 +3,8 @@
 :func:`run_guard` is module-level and takes one picklable :class:`GuardTask`, like the tasks of
 :mod:`ignite_seg.engine.sweeps` (whose recipe building it reuses): it builds the recipe from its loader
 specs, trains on the training set less the held-out slice with the recipe's optimizer, batch size and
-schedule — its shape compressed into ``steps`` optimizer steps (:func:`compressed`) — and measures the
-loss on the held-out slice before and after. It writes no file and never raises for the user's code.
+schedule — its shape compressed into ``steps`` optimizer steps (:func:`compressed`), held at its peak
+from the step it peaks (:func:`guard_lrs`) — and measures the loss on the held-out slice before and after. It writes no file and never raises for the user's code.
 :mod:`ignite_seg.tuning.guard` decides what the losses mean.
 """
 from __future__ import annotations
@@ -16,13 +16,14 @@ import traceback
 from dataclasses import dataclass
 from typing import Hashable
 
+import numpy as np
 import torch
-from ignite.engine import Events
+from ignite.engine import Engine, Events
 
 from ..config.hyperparameters import FixedHyperparameters
 from .batching import Batches
 from .handlers import DivergenceStop
-from .schedules import build_scheduler
+from .schedules import simulate_lrs
 from .sweeps import RecipeSpec, _make_optimizer, _prepare
 from .trainer import create_trainer
 
@@ -62,6 +63,23 @@ def compressed(hp: FixedHyperparameters) -> FixedHyperparameters:
                                warmup_epochs=hp.warmup_epochs / hp.epochs)
 
 
+def guard_lrs(hp: FixedHyperparameters, steps: int) -> np.ndarray:
+    """The LR of each of a check's ``steps``: the trial's schedule compressed into them, held at its peak
+    from the first step it reaches it. A trial spends long stretches near its peak; a network that learns
+    at first and then dies there (ignite-simple's fashion_mnist CNN at lr 0.2-0.39: back to chance after
+    1.5 epochs) passed a check that only touched the peak on the way up and down.
+
+    Example:
+        >>> hp = FixedHyperparameters(lr_start=0.1, lr_end=1.0, batch_size=8, cycle_size_epochs=4, epochs=4)
+        >>> [round(float(v), 2) for v in guard_lrs(hp, 8)]  # triangular: up over half the steps, then held
+        [0.1, 0.32, 0.55, 0.78, 1.0, 1.0, 1.0, 1.0]
+    """
+    lrs = simulate_lrs(compressed(hp), steps)
+    peak = int(np.argmax(lrs))
+    lrs[peak:] = lrs[peak]
+    return lrs
+
+
 def run_guard(task: GuardTask) -> GuardResult:
     """One short run of the recipe (a worker task): held-out loss at the start and at the end."""
     t0 = time.perf_counter()
@@ -74,7 +92,13 @@ def run_guard(task: GuardTask) -> GuardResult:
         optimizer = _make_optimizer(task.recipe, prep.model, hp.lr_start)
         engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, grad_clip_norm=hp.grad_clip_norm,
                                 amp=hp.amp, prepare_batch=prep.prepare_batch)
-        engine.add_event_handler(Events.ITERATION_STARTED, build_scheduler(compressed(hp), task.steps, optimizer))
+        lrs = guard_lrs(hp, task.steps)
+
+        def set_lr(engine: Engine) -> None:
+            for group in optimizer.param_groups:
+                group["lr"] = float(lrs[min(engine.state.iteration, lrs.size) - 1])
+
+        engine.add_event_handler(Events.ITERATION_STARTED, set_lr)
         stop = DivergenceStop()
         stop.attach(engine)
         state = engine.run(batches, max_iters=task.steps)
