@@ -22,7 +22,7 @@ def _trial(dataset_kwargs=None, **kw):
 def test_every_epoch_logs_the_end_of_epoch_snapshot_per_set_at_info(caplog):
     with caplog.at_level(logging.INFO, logger="ignite_seg"):
         out = _trial()
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     lines = [r.getMessage() for r in caplog.records if " epoch " in r.getMessage()]
     tt = out.throughtime
     assert len(lines) == FAST_HP.epochs
