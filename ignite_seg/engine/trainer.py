@@ -15,7 +15,7 @@ Each training feature is a handler with an ``attach()`` that is safe to call twi
   analysis video);
 * :class:`~ignite_seg.engine.best.BestCheckpoint` (``best_metric``) keeps the weights of the best snapshot;
 * then the user's handlers (:mod:`~ignite_seg.engine.user_handlers`); one that terminates the trainer
-  ends the trial early (status ``completed``, ``stopped_epoch`` set);
+  ends the trial early (status ``completed``, ``result.stop`` with the epoch it stopped at);
 * last, the mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`), which also keep the
   objects the user's handlers registered.
 
