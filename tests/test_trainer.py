@@ -150,7 +150,7 @@ def test_a_cached_item_dataset_trains_exactly_like_the_same_tensors():
 
     cached, tensors = trial(("real_tasks", "cached_blobs", (), {})), trial(("tasks", "blobs", (), {}))
     assert cached.status == tensors.status == "completed"
-    assert cached.metrics == tensors.metrics
+    assert cached.result.metrics == tensors.result.metrics
     for key, values in tensors.throughtime.items():
         np.testing.assert_array_equal(cached.throughtime[key], values)
 
@@ -180,7 +180,7 @@ def test_the_per_step_fast_paths_train_bit_for_bit_like_the_general_path(dataset
     fast, general = trial(dataset), trial(functools.partial(general_prepare_data, dataset))
     assert fast.status == general.status == "completed"
     assert fast.model == general.model and fast.model_init == general.model_init
-    assert fast.metrics == general.metrics
+    assert fast.result.metrics == general.result.metrics
     assert fast.throughtime.keys() == general.throughtime.keys()
     for key, values in general.throughtime.items():
         np.testing.assert_array_equal(fast.throughtime[key], values)
