@@ -36,7 +36,7 @@ def spec(module: str, attr: str, **kwargs) -> LoaderSpec:
 def run_folder(tmp_path, run_id: str = "abc"):
     folder = tmp_path / "run"
     folder.mkdir(exist_ok=True)
-    (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
+    (folder / "run.json").write_text(json.dumps({"run_id": run_id, "loaders": {}}))
     return folder
 
 
