@@ -100,9 +100,11 @@ def fingerprints(epochs: int) -> dict[str, dict[str, str]]:
     out = {}
     for name, task in _tasks(epochs).items():
         o = run_trial(task)
-        got = {"status": o.status, "error": _digest((o.error or "").splitlines()[-1:]),
-               "diverged_iteration": repr(o.diverged_iteration), "metrics": _digest(o.metrics),
-               "best": repr(o.best)}
+        # the outcome holds its result.json record (an older --tree: the record's fields, `error` the whole text)
+        r, text = (o.result, o.error_text) if hasattr(o, "error_text") else (o, o.error)
+        got = {"status": o.status, "error": _digest((text or "").splitlines()[-1:]),
+               "diverged_iteration": repr(r.diverged_iteration), "metrics": _digest(r.metrics),
+               "best": repr(r.best)}
         for field in ("model_init", "model", "model_raw", "model_best"):
             got[field] = _digest(getattr(o, field))
         for key, arr in o.throughtime.items():

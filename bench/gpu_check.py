@@ -71,13 +71,13 @@ def check_placement(hp: ignite_seg.FixedHyperparameters, device: str) -> None:
     report("placement, one process per trial", got == want, f"devices {got} (want {want})")
     out = run_trial_group(digits_task(1, short, device=device, processes=2, threads=1))
     if n == 1:  # nccl needs a GPU per rank: the trial must fail at once, saying so
-        ok = out.status == "failed" and "needs a GPU per process" in (out.error or "")
-        report("2 processes per trial on 1 GPU fail with the fix", ok, (out.error or out.status).strip()[-200:])
+        ok = out.status == "failed" and "needs a GPU per process" in (out.error_text or "")
+        report("2 processes per trial on 1 GPU fail with the fix", ok, (out.error_text or out.status).strip()[-200:])
         return
     want2 = tuple(f"cuda:{(2 + r) % n}" if n else "cpu" for r in range(2))  # trial 1's ranks: GPUs 2, 3 mod n
-    ok = out.status == "completed" and out.devices == want2
+    ok = out.status == "completed" and out.result.devices == want2
     report(f"placement, 2 processes per trial ({'nccl' if n else 'gloo'})", ok,
-           f"{out.status}, devices {out.devices} (want {want2})" + (f"\n{out.error}" if out.error else ""))
+           f"{out.status}, devices {out.result.devices} (want {want2})" + (f"\n{out.error_text}" if out.error_text else ""))
 
 
 def stop_once(marker: str, at_iteration: int):
@@ -111,11 +111,11 @@ def check_resume(folder: Path, hp: ignite_seg.FixedHyperparameters, device: str)
     resumed = run_trial(dataclasses.replace(task, checkpoints=plan))
     a, b = (torch.load(io.BytesIO(o.model), weights_only=True) for o in (reference, resumed))
     diff = max(float((a[k].float() - b[k].float()).abs().max()) for k in a) if resumed.model else float("nan")
-    ok = stopped.status == "failed" and resumed.status == "completed" and resumed.checkpoints.resumed_from_epoch == 4
+    ok = stopped.status == "failed" and resumed.status == "completed" and resumed.result.checkpoints.resumed_from_epoch == 4
     report(f"resume from a checkpoint on {device} (AMP, EMA, weight= loss)", ok and diff < 1e-2,
-           f"resumed from epoch {resumed.checkpoints.resumed_from_epoch}; weights "
+           f"resumed from epoch {resumed.result.checkpoints.resumed_from_epoch}; weights "
            + ("byte-identical" if resumed.model == reference.model else f"differ by at most {diff:.2e}")
-           + f"; perf_val {resumed.metrics.get('perf_val', float('nan')):.4f} vs {reference.metrics.get('perf_val', float('nan')):.4f}")
+           + f"; perf_val {resumed.result.metrics.get('perf_val', float('nan')):.4f} vs {reference.result.metrics.get('perf_val', float('nan')):.4f}")
 
 
 def check_features(folder: Path, hp: ignite_seg.FixedHyperparameters, device: str = "cuda") -> None:

@@ -201,8 +201,8 @@ def features_variant(args: argparse.Namespace, hp: ignite_seg.FixedHyperparamete
 
 
 def _perf(out: TrialOutcome) -> float:
-    assert out.status == "completed", out.error
-    return out.metrics["perf_val"]
+    assert out.status == "completed", out.error_text
+    return out.result.metrics["perf_val"]
 
 
 def main() -> None:
@@ -235,7 +235,7 @@ def main() -> None:
         t = time.perf_counter()
         out = run_trial(task)
         timings["run_trial"].append(time.perf_counter() - t)
-        accs["run_trial"] = out.metrics["perf_val"]
+        accs["run_trial"] = out.result.metrics["perf_val"]
         t = time.perf_counter()
         res = ignite_seg.train(MODELS[args.model], DIGITS["dataset"], DIGITS["loss"], folder=f"/tmp/bench_overhead/{r}",
                                hyperparameters=hp, analysis="none", trials=1, trials_strict=True, cores=1, seed=0)

@@ -58,7 +58,7 @@ def _stamped_trial(task: object, stamps: list[float] | None) -> None:
 
     if stamps is None:
         out = trainer.run_trial(task)
-        assert out.status == "completed", out.error
+        assert out.status == "completed", out.error_text
         return
     create = trainer.create_trainer
 
@@ -72,7 +72,7 @@ def _stamped_trial(task: object, stamps: list[float] | None) -> None:
         out = trainer.run_trial(task)
     finally:
         trainer.create_trainer = create
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
 
 
 def _loops(epochs: int) -> dict[str, Callable[[list[float] | None], object]]:

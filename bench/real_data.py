@@ -137,8 +137,8 @@ def part_loader(epochs: int, repeats: int) -> None:
         t = time.perf_counter()
         out = run_trial(task)
         times["ignite_seg run_trial"].append(time.perf_counter() - t)
-        accs["ignite_seg run_trial"] = out.metrics.get("perf_val", float("nan"))
-        assert out.status == "completed", out.error
+        accs["ignite_seg run_trial"] = out.result.metrics.get("perf_val", float("nan"))
+        assert out.status == "completed", out.error_text
     best = {k: min(v) for k, v in times.items()}
     base = best["plain DataLoader loop"]
     print(f"[loader] digits as a map-style dataset (DataLoader path), {epochs} epochs, batch 32, best of {repeats}:")

@@ -323,7 +323,7 @@ def _hyperparameters(
 def _lost_outcome(lost: TaskLost[Any]) -> Any:
     from .engine.trainer import TrialOutcome
 
-    return TrialOutcome(
-        trial_id=lost.task.trial_id, status="failed", seconds=float("nan"), started_at=float("nan"), pid=-1,
-        error=lost.message,
-    )
+    outcome = TrialOutcome(TrialResult(trial_id=lost.task.trial_id, status="failed", seconds=float("nan"),
+                                       started_at=float("nan"), pid=-1))
+    outcome.end("failed", lost.message)
+    return outcome

@@ -63,10 +63,10 @@ def trial_function(processes: int) -> Callable[[Any], Any]:
 def log_trial(outcome: Any) -> None:
     """Log in the caller (the workers' logs may go nowhere) where a finished trial ran, its processes
     and the device of each, and what its mid-trial checkpoints did."""
-    if outcome.devices:
-        logger.info("trial %d ran on %d process(es): %s", outcome.trial_id, outcome.processes,
-                    ", ".join(outcome.devices))
-    log_checkpoint_report(outcome.trial_id, outcome.checkpoints)
+    result = outcome.result
+    if result.devices:
+        logger.info("trial %d ran on %d process(es): %s", result.trial_id, result.processes, ", ".join(result.devices))
+    log_checkpoint_report(result.trial_id, result.checkpoints)
     rise = loss_rise((outcome.throughtime or {}).get("losses_train", ()))
     if rise is not None:
         logger.warning("trial %d: its training loss ended above where it began (%.4g -> %.4g): the recipe did not "

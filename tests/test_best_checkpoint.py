@@ -36,10 +36,10 @@ BLOBS = (("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE)
 def test_the_saved_snapshot_is_the_best_of_the_recorded_curve_and_its_weights_measure_it(metric, mode, curve):
     hp = dataclasses.replace(FAST_HP, ema_decay=0.8)  # snapshots measure the EMA weights: so does the checkpoint
     out = run_trial(_task(*BLOBS, hp, best_metric=metric, best_mode=mode, snapshots_per_epoch=4))
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     values, epochs = out.throughtime[curve], out.throughtime["epochs"]
     k = int(np.argmin(values) if mode == "min" else np.argmax(values))
-    assert out.best == BestRecord(metric, mode, epochs[k], values[k])
+    assert out.result.best == BestRecord(metric, mode, epochs[k], values[k])
     model = mlp()
     model.load_state_dict(torch.load(io.BytesIO(out.model_best), weights_only=True))
     _, val = blobs()  # 48 points: the snapshot subset is the whole validation set
@@ -53,15 +53,15 @@ def test_a_custom_metric_picks_its_own_best_snapshot():
     out = run_trial(_task(("real_tasks", "Tagger", (), {}), ("real_tasks", "tagging", (), {}),
                           ("real_tasks", "tagging_loss", (), {}), metrics={"iou": normalize_spec(
                               ("real_tasks", "class_iou", (), {}), "m")}, best_metric="iou", best_mode="max"))
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     iou = out.throughtime["metric_iou_val"]
     k = int(np.argmax(iou))
-    assert out.best is not None and (out.best.epoch, out.best.value) == (out.throughtime["epochs"][k], iou[k])
+    assert out.result.best is not None and (out.result.best.epoch, out.result.best.value) == (out.throughtime["epochs"][k], iou[k])
 
 
 def test_without_best_metric_nothing_is_kept():
     out = run_trial(_task(*BLOBS))
-    assert out.status == "completed" and out.model_best == b"" and out.best is None
+    assert out.status == "completed" and out.model_best == b"" and out.result.best is None
 
 
 def test_train_writes_model_best_result_fields_and_results_keys(run_kwargs):
@@ -164,10 +164,10 @@ TWO_SETS = (("tasks", "mlp", (), {}), ("real_tasks", "two_val_sets", (), {}), CE
 def test_best_over_two_sets_is_the_argbest_of_the_mean_of_their_curves(mode):
     out = run_trial(_task(*TWO_SETS, best_metric="loss", best_mode=mode, best_parts=("val", "val_shifted"),
                           snapshots_per_epoch=4))
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     mean = (np.asarray(out.throughtime["losses_val"]) + np.asarray(out.throughtime["losses_val_shifted"])) / 2
     k = int(np.argmin(mean) if mode == "min" else np.argmax(mean))
-    assert out.best == BestRecord("loss", mode, out.throughtime["epochs"][k], pytest.approx(mean[k], rel=1e-12),
+    assert out.result.best == BestRecord("loss", mode, out.throughtime["epochs"][k], pytest.approx(mean[k], rel=1e-12),
                                   ("val", "val_shifted"))
     model = mlp()
     model.load_state_dict(torch.load(io.BytesIO(out.model_best), weights_only=True))

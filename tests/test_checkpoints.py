@@ -45,10 +45,10 @@ def _task(tmp_path, plan, *, dataset=("tasks", "blobs"), hp=HP, seed=0, crash=Tr
 
 
 def _same(got: TrialOutcome, want: TrialOutcome) -> None:
-    assert got.status == want.status == "completed", got.error
+    assert got.status == want.status == "completed", got.error_text
     assert got.model == want.model and got.model_raw == want.model_raw and got.model_init == want.model_init
-    assert got.metrics == want.metrics
-    assert got.model_best == want.model_best and got.best == want.best
+    assert got.result.metrics == want.result.metrics
+    assert got.model_best == want.model_best and got.result.best == want.result.best
     for arrays in ("throughtime", "hidden"):
         g, w = getattr(got, arrays), getattr(want, arrays)
         assert g.keys() == w.keys()
@@ -74,11 +74,11 @@ def test_a_trial_stopped_after_a_checkpoint_resumes_to_the_uninterrupted_result(
     reference = run_trial(_task(tmp_path, None, crash=True, **CASES[case]))  # no crash file: runs through
     (tmp_path / "crash").touch()
     stopped = run_trial(_task(tmp_path, plan, **CASES[case]))
-    assert stopped.status == "failed" and "interrupted for the test" in (stopped.error or "")
+    assert stopped.status == "failed" and "interrupted for the test" in (stopped.error_text or "")
     assert plan.path(0).is_file()
     (tmp_path / "crash").unlink()
     resumed = run_trial(_task(tmp_path, plan, **CASES[case]))
-    assert resumed.checkpoints == CheckpointReport(resumed_from_epoch=3)
+    assert resumed.result.checkpoints == CheckpointReport(resumed_from_epoch=3)
     _same(resumed, reference)
 
 
@@ -110,8 +110,8 @@ def test_a_checkpoint_that_is_not_the_trials_own_is_never_loaded(tmp_path, caplo
     (tmp_path / "crash").unlink()
     with caplog.at_level(logging.WARNING, logger="ignite_seg"):
         restarted = run_trial(_task(tmp_path, plan))
-    assert restarted.checkpoints.resumed_from_epoch is None
-    assert "checkpoint" in (restarted.checkpoints.refused or "")
+    assert restarted.result.checkpoints.resumed_from_epoch is None
+    assert "checkpoint" in (restarted.result.checkpoints.refused or "")
     assert any("starting the trial from epoch 0" in r.getMessage() for r in caplog.records)
     _same(restarted, reference)
 
@@ -125,7 +125,7 @@ def test_a_worker_that_does_not_see_the_run_folder_writes_and_reads_nothing(tmp_
     assert not folder_visible(plan)
     outcome = run_trial(_task(tmp_path, plan))
     assert outcome.status == "completed"
-    assert "not visible from this worker" in (outcome.checkpoints.off or "")
+    assert "not visible from this worker" in (outcome.result.checkpoints.off or "")
     assert not (folder / "trials").exists()
 
 
@@ -215,7 +215,7 @@ def test_early_stopping_resumed_with_its_counter_stops_where_the_uninterrupted_t
     kw = {"hp": dataclasses.replace(HP, epochs=8), "snapshots": 1, "hidden": False, "handlers": [handler]}
     plan = CheckpointPlan(1, str(_run_folder(tmp_path)), "abc")
     reference = run_trial(_task(tmp_path, None, **kw))
-    assert reference.stopped_epoch == 4.0
+    assert reference.result.stop.epoch == 4.0
     (tmp_path / "crash").touch()
     assert run_trial(_task(tmp_path, plan, **kw)).status == "failed"
     saved = torch.load(plan.path(0), weights_only=True)
@@ -225,12 +225,12 @@ def test_early_stopping_resumed_with_its_counter_stops_where_the_uninterrupted_t
         assert (state["counter"], state["best_score"]) == (1, -0.6)
     (tmp_path / "crash").unlink()
     resumed = run_trial(_task(tmp_path, plan, **kw))
-    assert resumed.checkpoints == CheckpointReport(resumed_from_epoch=3)
+    assert resumed.result.checkpoints == CheckpointReport(resumed_from_epoch=3)
     if register:
-        assert resumed.stopped_epoch == 4.0
+        assert resumed.result.stop.epoch == 4.0
         _same(resumed, reference)
     else:  # the limit the registration removes
-        assert resumed.stopped_epoch == 6.0
+        assert resumed.result.stop.epoch == 6.0
 
 
 @pytest.mark.parametrize("name, what, error, needle", [
@@ -243,8 +243,8 @@ def test_a_bad_registration_fails_the_trial_naming_the_handler(tmp_path, name, w
     spec = ("handler_tasks", "registers", (name,), {"what": what})
     outcome = run_trial(_task(tmp_path, None, crash=False, handlers=[("handler_tasks", "csv_logger", (), {}), spec]))
     assert outcome.status == "failed"
-    assert f"{error.__name__}: handlers[1]=handler_tasks.registers(" in (outcome.error or "")
-    assert re.search(needle, outcome.error or ""), outcome.error
+    assert f"{error.__name__}: handlers[1]=handler_tasks.registers(" in (outcome.error_text or "")
+    assert re.search(needle, outcome.error_text or ""), outcome.error_text
 
 
 def test_a_registered_state_that_could_not_be_read_back_fails_the_trial_at_the_first_checkpoint(tmp_path):
@@ -252,5 +252,5 @@ def test_a_registered_state_that_could_not_be_read_back_fails_the_trial_at_the_f
     outcome = run_trial(_task(tmp_path, plan, crash=False, handlers=[("handler_tasks", "registers", ("es",),
                                                                       {"what": "numpy"})]))
     assert outcome.status == "failed"
-    assert "ConfigTypeError: context.checkpoint('es', ...): its state_dict() holds a value" in (outcome.error or "")
+    assert "ConfigTypeError: context.checkpoint('es', ...): its state_dict() holds a value" in (outcome.error_text or "")
     assert not plan.path(0).exists()

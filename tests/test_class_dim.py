@@ -40,10 +40,10 @@ def test_a_classes_last_tagger_trains_and_scores_as_the_classes_second_one():
     second = run_trial(trial_task(0, *_specs(("real_tasks", "Tagger", (), {}), ("real_tasks", "tagging", (), {}),
                                             ("real_tasks", "tagging_loss", (), {})), FAST_HP, "classification",
                                  seed=2, device="cpu"))
-    assert last.status == second.status == "completed", (last.error, second.error)
+    assert last.status == second.status == "completed", (last.error_text, second.error_text)
     for key in ("perfs_train", "perfs_val", "losses_val"):  # the same model and loss, the classes elsewhere
         np.testing.assert_allclose(last.throughtime[key], second.throughtime[key], rtol=1e-5, err_msg=key)
-    assert 0.5 < last.metrics["perf_val"] <= 1
+    assert 0.5 < last.result.metrics["perf_val"] <= 1
 
 
 def test_the_recipe_check_reads_the_class_dimension_and_refuses_a_wrong_one(run_kwargs):

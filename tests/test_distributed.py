@@ -91,11 +91,11 @@ def test_on_the_dataloader_path_the_ranks_see_disjoint_items_each_epoch_in_a_new
 def test_two_processes_train_the_same_trial_as_one_at_the_same_global_batch():
     one = run_trial(task())
     two = run_trial_group(task(processes=2, threads=1))
-    assert one.status == two.status == "completed", two.error
-    assert two.processes == 2 and two.devices == ("cpu", "cpu") and one.devices == ("cpu",)
-    assert two.metrics.keys() == one.metrics.keys()
-    for key, value in one.metrics.items():
-        assert two.metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    assert one.status == two.status == "completed", two.error_text
+    assert two.result.processes == 2 and two.result.devices == ("cpu", "cpu") and one.result.devices == ("cpu",)
+    assert two.result.metrics.keys() == one.result.metrics.keys()
+    for key, value in one.result.metrics.items():
+        assert two.result.metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
     for key, curve in one.throughtime.items():
         np.testing.assert_allclose(two.throughtime[key], curve, rtol=1e-4, atol=1e-6, err_msg=key)
     a, b = weights(one.model), weights(two.model)
@@ -106,29 +106,29 @@ def test_two_processes_train_the_same_trial_as_one_at_the_same_global_batch():
 
 def test_the_dataloader_path_trains_on_a_distributed_sampler():
     out = run_trial_group(task(dataset=spec("tasks", "blobs_list"), processes=2, threads=1))
-    assert out.status == "completed", out.error
-    assert out.metrics["perf_val"] > 0.6  # the blobs are learnt
+    assert out.status == "completed", out.error_text
+    assert out.result.metrics["perf_val"] > 0.6  # the blobs are learnt
 
 
 def test_a_killed_rank_fails_the_group_once_and_the_second_launch_completes(tmp_path):
     marker = tmp_path / "killed"
     out = run_trial_group(task(processes=2, handlers=(spec("distributed_tasks", "kill_rank", marker=str(marker)),)))
     assert marker.exists()  # rank 1 was killed in the first launch
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     reference = run_trial_group(task(processes=2))
-    assert out.metrics == pytest.approx(reference.metrics)
+    assert out.result.metrics == pytest.approx(reference.result.metrics)
 
 
 def test_a_rank_killed_at_every_launch_fails_the_trial():
     out = run_trial_group(task(processes=2, handlers=(spec("distributed_tasks", "kill_rank"),)))
     assert out.status == "failed"
-    assert f"lost a process {GROUP_ATTEMPTS} times" in (out.error or "")
+    assert f"lost a process {GROUP_ATTEMPTS} times" in (out.error_text or "")
 
 
 def test_a_rank_that_hangs_makes_the_trial_fail_at_the_collective_timeout():
     out = run_trial_group(task(processes=2, collective_timeout=5.0, handlers=(spec("distributed_tasks", "hang_rank"),)))
     assert out.status == "failed"
-    assert "rank" in (out.error or "").lower()
+    assert "rank" in (out.error_text or "").lower()
 
 
 def test_train_with_two_processes_per_trial_runs_one_trial_at_a_time_and_records_them(run_kwargs):
@@ -185,7 +185,7 @@ def test_one_process_per_trial_records_its_device_and_imports_nothing_distribute
             "from ignite_seg.engine.trainer import run_trial; "
             "o = run_trial(trial_task(0, S('tasks', 'mlp', (), {}), S('tasks', 'blobs', (), {}), "
             "S('torch.nn', 'CrossEntropyLoss', (), {}), FAST_HP, 'classification', seed=0, device='cpu')); "
-            "assert o.status == 'completed' and o.processes == 1 and o.devices == ('cpu',), o; "
+            "assert o.status == 'completed' and o.result.processes == 1 and o.result.devices == ('cpu',), o; "
             "assert 'ignite_seg.engine.distributed' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -221,12 +221,12 @@ def test_a_cuda_trial_on_more_processes_than_gpus_fails_with_the_fix_in_its_erro
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     out = run_trial_group(task(device="cuda", processes=2))
     assert out.status == "failed"
-    assert "needs a GPU per process" in (out.error or "")
+    assert "needs a GPU per process" in (out.error_text or "")
 
 
 def test_the_ranks_share_out_the_workers_threads_when_the_task_sets_none():
     out = run_trial_group(task(processes=2, threads=None, handlers=(spec("distributed_tasks", "write_threads"),)))
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     assert out.files["threads.txt"] == str(max(1, torch.get_num_threads() // 2)).encode()
     out = run_trial_group(task(processes=2, threads=1, handlers=(spec("distributed_tasks", "write_threads"),)))
     assert out.files["threads.txt"] == b"1"
@@ -251,5 +251,5 @@ def test_a_rendezvous_port_taken_before_rank_0_binds_it_costs_no_attempt(monkeyp
         out = run_trial_group(task(processes=2, threads=1))
     finally:
         taken.close()
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     assert next(ports, None) is None  # the taken port was tried first

@@ -51,9 +51,9 @@ def group_task(plan: CheckpointPlan | None, marker=None, **kw) -> TrialTask:
 
 
 def assert_same(got: TrialOutcome, want: TrialOutcome) -> None:
-    assert got.status == want.status == "completed", got.error
+    assert got.status == want.status == "completed", got.error_text
     assert got.model == want.model and got.model_raw == want.model_raw and got.model_init == want.model_init
-    assert got.metrics == want.metrics
+    assert got.result.metrics == want.result.metrics
     for arrays in ("throughtime", "hidden"):
         g, w = getattr(got, arrays), getattr(want, arrays)
         assert g.keys() == w.keys()
@@ -68,7 +68,7 @@ def test_a_group_that_lost_a_rank_resumes_from_its_checkpoint_to_the_uninterrupt
     marker = tmp_path / "killed"
     resumed = run_trial_group(group_task(plan, marker, **CASES[case]))
     assert marker.exists()  # rank 1 died in the first launch
-    assert resumed.checkpoints == CheckpointReport(resumed_from_epoch=3)
+    assert resumed.result.checkpoints == CheckpointReport(resumed_from_epoch=3)
     assert_same(resumed, reference)
 
 
@@ -77,7 +77,7 @@ def test_rank_0_writes_one_file_with_each_ranks_random_states_and_checkpoints_ch
     plan = CheckpointPlan(2, str(run_folder(tmp_path)), "abc")
     out = run_trial_group(group_task(plan))
     assert_same(out, reference)
-    assert out.checkpoints == CheckpointReport()
+    assert out.result.checkpoints == CheckpointReport()
     assert [p.name for p in plan.path(0).parent.iterdir()] == ["checkpoint.pt"]
     state = torch.load(plan.path(0), weights_only=True)
     assert state["trainer"]["iteration"] == 4 * 6  # epochs 2 and 4 of 5
@@ -90,7 +90,7 @@ def test_rank_0_writes_one_file_with_each_ranks_random_states_and_checkpoints_ch
 def test_automatic_checkpoints_of_a_group_follow_rank_0s_decision(tmp_path):
     plan = CheckpointPlan(None, str(run_folder(tmp_path)), "abc")  # a trial of seconds: no checkpoint
     out = run_trial_group(group_task(plan))
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     assert not plan.path(0).exists()
 
 
@@ -104,8 +104,8 @@ def test_a_one_process_checkpoint_is_not_loaded_by_a_group(tmp_path):
                                                       crash_at=KILL_AT))
     assert run_trial(single).status == "failed" and plan.path(0).is_file()
     out = run_trial_group(group_task(plan))
-    assert out.status == "completed", out.error
-    assert out.checkpoints.resumed_from_epoch is None and "processes" in (out.checkpoints.refused or "")
+    assert out.status == "completed", out.error_text
+    assert out.result.checkpoints.resumed_from_epoch is None and "processes" in (out.result.checkpoints.refused or "")
 
 
 def test_train_relaunches_a_group_that_lost_a_rank_from_its_checkpoint(run_kwargs, tmp_path):
@@ -140,6 +140,6 @@ def test_a_resumed_trial_with_a_user_handler_records_each_snapshot_once(tmp_path
     assert run_trial(one(crash_file=str(crash), crash_at=KILL_AT)).status == "failed"
     crash.unlink()
     resumed = run_trial(one(crash_file=str(crash), crash_at=KILL_AT))
-    assert resumed.checkpoints.resumed_from_epoch == 3
+    assert resumed.result.checkpoints.resumed_from_epoch == 3
     assert resumed.throughtime["epochs"].tolist() == [k / 2 for k in range(11)]  # 2 per epoch, 5 epochs
     assert_same(resumed, reference)

@@ -54,17 +54,17 @@ def test_a_trial_with_ema_evaluates_and_saves_the_average_and_keeps_the_raw_weig
     hp = dataclasses.replace(FAST_HP, ema_decay=0.9, schedule="cosine", warmup_epochs=1.0)
     task = trial_task(0, spec["model"], spec["dataset"], spec["loss"], hp, "classification", seed=0, device="cpu")
     out = run_trial(task)
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     assert out.model_raw and out.model != out.model_raw
     _, val = blobs()
-    for blob, expected in ((out.model, out.metrics["loss_val"]), (out.model_raw, None)):
+    for blob, expected in ((out.model, out.result.metrics["loss_val"]), (out.model_raw, None)):
         model = mlp()
         model.load_state_dict(torch.load(__import__("io").BytesIO(blob), weights_only=True))
         loss_val = Scorer(CE_FN, "classification").measure(model, [tuple(val.tensors)])["loss"]
         if expected is not None:
             assert loss_val == pytest.approx(expected, rel=1e-6)  # final metrics are the EMA model's
         else:
-            assert loss_val != pytest.approx(out.metrics["loss_val"], rel=1e-6)
+            assert loss_val != pytest.approx(out.result.metrics["loss_val"], rel=1e-6)
     plain = run_trial(dataclasses.replace(task, hparams=dataclasses.replace(hp, ema_decay=None)))
     assert plain.model_raw == b"" and plain.model == out.model_raw  # same raw training either way
 

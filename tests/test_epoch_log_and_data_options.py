@@ -22,7 +22,7 @@ def _trial(dataset_kwargs=None, **kw):
 def test_every_epoch_logs_the_end_of_epoch_snapshot_per_set_at_info(caplog):
     with caplog.at_level(logging.INFO, logger="ignite_seg"):
         out = _trial()
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     lines = [r.getMessage() for r in caplog.records if " epoch " in r.getMessage()]
     tt = out.throughtime
     assert len(lines) == FAST_HP.epochs
@@ -40,6 +40,6 @@ def test_the_evaluation_batch_size_changes_no_measurement_and_shuffle_false_trai
     assert base.model == small.model  # evaluation does not touch training
     for key, values in base.throughtime.items():
         np.testing.assert_allclose(small.throughtime[key], values, rtol=1e-5, err_msg=key)
-    assert small.metrics == pytest.approx(base.metrics, rel=1e-5)
+    assert small.result.metrics == pytest.approx(base.result.metrics, rel=1e-5)
     in_order, again = _trial({"shuffle": False}), _trial({"shuffle": False})
     assert in_order.model == again.model and in_order.model != base.model  # seeded, and another order

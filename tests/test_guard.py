@@ -125,11 +125,12 @@ def test_a_trial_whose_train_loss_rose_is_flagged_in_the_caller_log_and_the_summ
     from ignite_seg.analysis.text import render_markdown, summary_info, summary_json
     from ignite_seg.engine.trainer import TrialOutcome
     from ignite_seg.run_plan import log_trial
+    from ignite_seg.storage.records import TrialResult
 
     assert loss_rise([2.3, np.nan, 40.0]) == (2.3, 40.0) and loss_rise([2.3, 2.3]) is None and loss_rise([1.0]) is None
-    bad = TrialOutcome(trial_id=3, status="completed", seconds=1.0, started_at=0.0, pid=1,
+    bad = TrialOutcome(TrialResult(trial_id=3, status="completed", seconds=1.0, started_at=0.0, pid=1),
                        throughtime={"losses_train": np.array([2.3, 9.0, 40.0])})
-    good = TrialOutcome(trial_id=4, status="completed", seconds=1.0, started_at=0.0, pid=1,
+    good = TrialOutcome(TrialResult(trial_id=4, status="completed", seconds=1.0, started_at=0.0, pid=1),
                         throughtime={"losses_train": np.array([2.3, 0.5, 0.1])})
     with caplog.at_level("WARNING", logger="ignite_seg"):
         log_trial(bad)

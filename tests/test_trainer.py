@@ -69,7 +69,7 @@ def test_a_loss_with_a_weight_tensor_moves_to_the_device_with_the_model():
                       loss=spec("real_tasks", "WeightedLoss", (), {}), hparams=HP, accuracy_style="classification",
                       seed=0, device="cpu")
     outcome = run_trial(task)
-    assert outcome.status == "completed", outcome.error
+    assert outcome.status == "completed", outcome.error_text
     recipe = RecipeSpec(model=task.setup.model, dataset=task.setup.dataset, loss=task.setup.loss, accuracy_style="classification",
                         holdout=(0, 5, 9), device="cpu")
     assert run_batch_trial(BatchRunTask(0, recipe, 0, 16, 0.05, 0.5, 1.0)).status == "completed"
@@ -89,19 +89,19 @@ def test_every_validation_set_and_custom_metric_is_recorded_under_the_documented
                       loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
                       seed=0, device="cpu", snapshots_per_epoch=2, metrics={"acc": spec("ignite.metrics", "Accuracy", (), {})})
     out = run_trial(task)
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     assert (out.val_names, out.metric_names) == (("clean", "shifted"), ("acc",))
     parts = ("train", "val", "val_shifted")
-    assert set(out.metrics) == {f"{m}_{p}" for m in ("loss", "perf", "metric_acc") for p in parts}
+    assert set(out.result.metrics) == {f"{m}_{p}" for m in ("loss", "perf", "metric_acc") for p in parts}
     assert set(out.throughtime) == {"epochs"} | {f"{m}_{p}" for m in ("losses", "perfs", "metric_acc") for p in parts}
     for p in parts:  # known answer: ignite's Accuracy is the classification perf
-        assert out.metrics[f"metric_acc_{p}"] == pytest.approx(out.metrics[f"perf_{p}"])
+        assert out.result.metrics[f"metric_acc_{p}"] == pytest.approx(out.result.metrics[f"perf_{p}"])
         np.testing.assert_allclose(out.throughtime[f"metric_acc_{p}"], out.throughtime[f"perfs_{p}"])
         assert out.throughtime[f"losses_{p}"].shape == out.throughtime["epochs"].shape == (5,)
     _, clean = blobs()
     _, shifted = blobs(seed=1)
-    assert out.metrics["perf_val"] == pytest.approx(_accuracy(out.model, clean))
-    assert out.metrics["perf_val_shifted"] == pytest.approx(_accuracy(out.model, shifted))
+    assert out.result.metrics["perf_val"] == pytest.approx(_accuracy(out.model, clean))
+    assert out.result.metrics["perf_val_shifted"] == pytest.approx(_accuracy(out.model, shifted))
 
 
 def test_a_padded_sequence_trial_records_hidden_layers_of_a_tuple_input_and_ignores_padding():
@@ -109,7 +109,7 @@ def test_a_padded_sequence_trial_records_hidden_layers_of_a_tuple_input_and_igno
                       loss=spec("real_tasks", "tagging_loss", (), {}), hparams=HP, accuracy_style="classification",
                       seed=0, device="cpu", record_hidden=True, metrics={"iou": spec("real_tasks", "class_iou", (), {})})
     out = run_trial(task)
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     assert out.hidden["epochs"].tolist() == [0, 1, 2] and out.hidden["targets"].shape[0] == 64
     model = real_tasks.Tagger()
     model.load_state_dict(torch.load(io.BytesIO(out.model), weights_only=True))
@@ -117,8 +117,8 @@ def test_a_padded_sequence_trial_records_hidden_layers_of_a_tuple_input_and_igno
     with torch.no_grad():
         pred = model((batch.features, batch.lengths)).argmax(1)
     real = batch.targets != real_tasks.PAD
-    assert out.metrics["perf_val"] == pytest.approx(float((pred[real] == batch.targets[real]).float().mean()))
-    assert 0.0 <= out.metrics["metric_iou_val"] <= 1.0
+    assert out.result.metrics["perf_val"] == pytest.approx(float((pred[real] == batch.targets[real]).float().mean()))
+    assert 0.0 <= out.result.metrics["metric_iou_val"] <= 1.0
 
 
 def test_dataloader_workers_persist_across_epochs_and_draw_augmentation_afresh(tmp_path):
@@ -130,7 +130,7 @@ def test_dataloader_workers_persist_across_epochs_and_draw_augmentation_afresh(t
                       loss=spec("torch.nn", "CrossEntropyLoss", (), {}), hparams=HP, accuracy_style="classification",
                       seed=0, device="cpu")
     out = run_trial(task)
-    assert out.status == "completed", out.error
+    assert out.status == "completed", out.error_text
     reads = [line.split() for line in log.read_text().splitlines()]
     in_workers = [r for r in reads if int(r[0]) != os.getpid()]
     n = 48  # items in the training set: two epochs, then the final evaluation's pass
@@ -150,7 +150,7 @@ def test_a_cached_item_dataset_trains_exactly_like_the_same_tensors():
 
     cached, tensors = trial(("real_tasks", "cached_blobs", (), {})), trial(("tasks", "blobs", (), {}))
     assert cached.status == tensors.status == "completed"
-    assert cached.metrics == tensors.metrics
+    assert cached.result.metrics == tensors.result.metrics
     for key, values in tensors.throughtime.items():
         np.testing.assert_array_equal(cached.throughtime[key], values)
 
@@ -180,7 +180,7 @@ def test_the_per_step_fast_paths_train_bit_for_bit_like_the_general_path(dataset
     fast, general = trial(dataset), trial(functools.partial(general_prepare_data, dataset))
     assert fast.status == general.status == "completed"
     assert fast.model == general.model and fast.model_init == general.model_init
-    assert fast.metrics == general.metrics
+    assert fast.result.metrics == general.result.metrics
     assert fast.throughtime.keys() == general.throughtime.keys()
     for key, values in general.throughtime.items():
         np.testing.assert_array_equal(fast.throughtime[key], values)

@@ -61,7 +61,7 @@ def _task(handlers, dataset=WRONG_VAL[1]) -> TrialTask:
 
 def test_the_evaluator_completes_after_every_snapshot_with_its_values():
     out = run_trial(_task([("handler_tasks", "csv_logger", (), {})]))
-    assert out.status == "completed", out.error and out.stopped_epoch is None
+    assert out.status == "completed" and out.result.stop is not None and not out.result.stop.stopped, out.error_text
     rows = list(csv.reader(out.files["metrics.csv"].decode().splitlines()))[1:]
     tt = out.throughtime
     at_epoch_ends = [tt["losses_val"][np.flatnonzero(tt["epochs"] == e)[0]] for e in (1.0, 2.0, 3.0)]
@@ -71,7 +71,7 @@ def test_the_evaluator_completes_after_every_snapshot_with_its_values():
 @pytest.mark.parametrize("name", ["model.pt", "result.json", "model_best.pt"])
 def test_a_handler_writing_one_of_our_files_fails_the_trial_and_says_why(name):
     out = run_trial(_task([("handler_tasks", "writes", (name,), {})]))
-    assert out.status == "failed" and f"handlers wrote ['{name}'] into context.output_dir" in out.error
+    assert out.status == "failed" and f"handlers wrote ['{name}'] into context.output_dir" in out.error_text
 
 
 def test_the_output_is_capped(tmp_path):
@@ -84,7 +84,7 @@ def test_the_output_is_capped(tmp_path):
 
 def test_a_handler_spec_building_no_callable_fails_the_trial():
     out = run_trial(_task([("handler_tasks", "not_a_factory", (), {})]))
-    assert out.status == "failed" and "built 42, not a callable attach(trainer, context)" in out.error
+    assert out.status == "failed" and "built 42, not a callable attach(trainer, context)" in out.error_text
 
 
 @pytest.mark.parametrize("handlers,error,needle", [

@@ -64,14 +64,14 @@ def _trial(**kw):
 
 def test_a_trial_with_a_val_only_metric_records_the_same_except_nan_on_the_training_set():
     only, both = _trial(val_only_metrics=("iou",)), _trial()
-    assert only.status == both.status == "completed", (only.error, both.error)
-    assert np.isnan(only.throughtime["metric_iou_train"]).all() and math.isnan(only.metrics["metric_iou_train"])
+    assert only.status == both.status == "completed", (only.error_text, both.error_text)
+    assert np.isnan(only.throughtime["metric_iou_train"]).all() and math.isnan(only.result.metrics["metric_iou_train"])
     assert not np.isnan(both.throughtime["metric_iou_train"]).any()
     for key, values in both.throughtime.items():
         if key != "metric_iou_train":
             np.testing.assert_array_equal(only.throughtime[key], values, err_msg=key)
-    assert {k: v for k, v in only.metrics.items() if k != "metric_iou_train"} == \
-        {k: v for k, v in both.metrics.items() if k != "metric_iou_train"}
+    assert {k: v for k, v in only.result.metrics.items() if k != "metric_iou_train"} == \
+        {k: v for k, v in both.result.metrics.items() if k != "metric_iou_train"}
     assert only.model == both.model
 
 

@@ -49,6 +49,7 @@ from ignite.engine import Engine, Events
 from torch.utils.data import DataLoader, DistributedSampler
 
 from ..config.hyperparameters import FixedHyperparameters
+from ..storage.records import TrialResult
 from .batching import BatchSource, PrepareBatch, shuffled_batches
 from .trainer import LossFn, TrialOutcome, TrialPlacement, TrialTask, create_trainer, resolve_device, run_trial
 
@@ -108,9 +109,10 @@ def run_trial_group(task: TrialTask) -> TrialOutcome:
         logger.warning("trial %d: its group of %d processes failed (attempt %d): %s",
                        task.trial_id, task.setup.processes, attempt, error.strip().splitlines()[-1:])
     else:
-        outcome = TrialOutcome(task.trial_id, "failed", 0.0, started, os.getpid(), processes=task.setup.processes)
-        outcome.error = f"the trial's group failed or lost a process {GROUP_ATTEMPTS} times; last:\n{errors[-1]}"
-    outcome.started_at, outcome.seconds, outcome.pid = started, time.perf_counter() - t0, os.getpid()
+        outcome = TrialOutcome(TrialResult(trial_id=task.trial_id, status="failed"))
+        outcome.end("failed", f"the trial's group failed or lost a process {GROUP_ATTEMPTS} times; last:\n{errors[-1]}")
+    outcome.result = dataclasses.replace(outcome.result, started_at=started, seconds=time.perf_counter() - t0,
+                                         pid=os.getpid())
     return outcome
 
 
@@ -170,7 +172,7 @@ def _rank_main(local_rank: int, task: TrialTask, result: str) -> None:
     rank = idist.get_rank()
     outcome = run_trial(task, RankPlacement(rank, idist.get_world_size()))
     if outcome.status == "failed":  # end the group now rather than at the others' collective timeout
-        raise RuntimeError(f"rank {rank} of trial {task.trial_id} failed:\n{outcome.error}")
+        raise RuntimeError(f"rank {rank} of trial {task.trial_id} failed:\n{outcome.error_text}")
     if rank == 0:  # a failure is never handed back: a rank that lost a peer fails too, and is retried
         tmp = f"{result}.tmp"
         with open(tmp, "wb") as f:

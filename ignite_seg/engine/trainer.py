@@ -15,7 +15,7 @@ Each training feature is a handler with an ``attach()`` that is safe to call twi
   analysis video);
 * :class:`~ignite_seg.engine.best.BestCheckpoint` (``best_metric``) keeps the weights of the best snapshot;
 * then the user's handlers (:mod:`~ignite_seg.engine.user_handlers`); one that terminates the trainer
-  ends the trial early (status ``completed``, ``stopped_epoch`` set);
+  ends the trial early (status ``completed``, ``result.stop`` with the epoch it stopped at);
 * last, the mid-trial checkpoints (:mod:`~ignite_seg.engine.checkpoints`), which also keep the
   objects the user's handlers registered.
 
@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -48,6 +48,7 @@ from ..config.hyperparameters import FixedHyperparameters, OptimizerSpec
 from ..config.specs import LoaderSpec
 from ..exceptions import CheckpointWriteError
 from ..runtime.workers import report_progress
+from ..storage.records import TrialResult
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
 from .best import attach_best
 from .checkpoints import attach_checkpoints
@@ -225,7 +226,8 @@ def run_trial(task: TrialTask, placement: TrialPlacement | None = None) -> Trial
     """
     started = time.time()
     t0 = time.perf_counter()
-    outcome = TrialOutcome(task.trial_id, "failed", 0.0, started, os.getpid())
+    outcome = TrialOutcome(TrialResult(trial_id=task.trial_id, status="failed", seconds=0.0, started_at=started,
+                                       pid=os.getpid()))
     placement = placement or TrialPlacement()
     try:
         set_threads(task.threads)
@@ -234,11 +236,11 @@ def run_trial(task: TrialTask, placement: TrialPlacement | None = None) -> Trial
     except CheckpointWriteError:  # an error of the run (a full disk), not of the trial: to the caller
         raise
     except (Exception, SystemExit, KeyboardInterrupt):  # the user's code may raise these too
-        outcome.status = "failed"
-        outcome.error = traceback.format_exc()
-    outcome.processes, outcome.devices = placement.processes, placement.devices
-    outcome.seconds = time.perf_counter() - t0
-    outcome.peak_rss_mib = _peak_rss_mib()
+        outcome.end("failed", traceback.format_exc())
+    rss = _peak_rss_mib()
+    outcome.result = replace(  # the processes are recorded only where their devices are known
+        outcome.result, processes=placement.processes if placement.devices else None, devices=tuple(placement.devices),
+        seconds=time.perf_counter() - t0, peak_rss_mib=None if rss is None else round(rss, 1))
     return outcome
 
 
@@ -356,7 +358,8 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
              "ema_model": eval_model if eval_model is not model else None, "guard": guard, "hidden": hidden,
              "best": best, "grad_scaler": getattr(engine, "grad_scaler", None)}
     registered = _attach_user_handlers(task, engine, recorder, (model, eval_model, optimizer), output_dir)
-    outcome.checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch, registered)
+    checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch, registered)
+    outcome.result = replace(outcome.result, checkpoints=checkpoints)
     engine.add_event_handler(Events.ITERATION_COMPLETED,  # steps done, for the driver's stall warning
                              lambda e: report_progress(e.state.iteration, e.state.max_epochs * e.state.epoch_length))
 
@@ -367,23 +370,24 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
     outcome.model = state_dict_bytes(eval_model)
     outcome.model_raw = state_dict_bytes(model) if eval_model is not model else b""
     if best is not None:
-        outcome.model_best, outcome.best = best.saver.blob, best.record()
+        outcome.model_best = best.saver.blob
+        outcome.result = replace(outcome.result, best=best.record())
     outcome.files = collect_output(output_dir)
     if guard.diverged_at is None:
-        outcome.metrics = _final_metrics(scorer, eval_model, sources, recipe.prepare_batch, device)
+        metrics = _final_metrics(scorer, eval_model, sources, recipe.prepare_batch, device)
+        outcome.result = replace(outcome.result, metrics=dict(metrics))
     _settle(outcome, guard, engine.state.iteration, iters_per_epoch, hp.epochs)
 
 
 def _settle(outcome: TrialOutcome, guard: DivergenceStop, iteration: int, iters_per_epoch: int, epochs: int) -> None:
     """The trial's status from how it ended: diverged, completed, or completed early (a user handler)."""
     if guard.diverged_at is not None:
-        outcome.status = "diverged"
-        outcome.diverged_iteration = guard.diverged_at
-        outcome.error = f"loss became non-finite at iteration {guard.diverged_at}"
-    elif not all(math.isfinite(v) for k, v in outcome.metrics.items() if not k.startswith("metric_")):
-        outcome.status = "diverged"
-        outcome.error = "final loss or perf is not finite"
+        outcome.result = replace(outcome.result, diverged_iteration=guard.diverged_at)
+        outcome.end("diverged", f"loss became non-finite at iteration {guard.diverged_at}")
+    elif not all(v is not None and math.isfinite(v) for k, v in outcome.result.metrics.items()
+                 if not k.startswith("metric_")):
+        outcome.end("diverged", "final loss or perf is not finite")
+    elif iteration < iters_per_epoch * epochs:  # a user handler terminated the trainer
+        outcome.end("completed", stopped_epoch=iteration / iters_per_epoch)
     else:
-        outcome.status = "completed"
-        if iteration < iters_per_epoch * epochs:  # a user handler terminated the trainer
-            outcome.stopped_epoch = iteration / iters_per_epoch
+        outcome.end("completed")

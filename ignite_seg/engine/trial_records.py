@@ -1,7 +1,7 @@
 """The records of one trial: what a worker is sent (:class:`TrialTask`) and what it returns (:class:`TrialOutcome`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Mapping
 
 import numpy as np
@@ -9,8 +9,8 @@ import numpy as np
 from ..config.hyperparameters import FixedHyperparameters
 from ..config.specs import LoaderSpec
 from ..storage.records import TrialResult
-from ..storage.result_keys import BestRecord, Mode, StopRecord
-from .checkpoints import CheckpointPlan, CheckpointReport
+from ..storage.result_keys import Mode, StopRecord
+from .checkpoints import CheckpointPlan
 from .scoring import AccuracyStyle
 
 __all__ = ["TrialStatus", "TrialSetup", "TrialTask", "TrialOutcome"]
@@ -69,47 +69,45 @@ class TrialTask:
 
 @dataclass
 class TrialOutcome:
-    """What a worker returns for one trial. ``status`` is completed, diverged or failed."""
+    """What a worker returns for one trial: its ``result.json`` record (:attr:`result`, built and
+    replaced as the trial runs) and what is not in that file: the weights' bytes, the arrays, the user
+    handlers' files, the whole error text and the names the arrays are recorded under.
 
-    trial_id: int
-    status: TrialStatus
-    seconds: float
-    started_at: float
-    pid: int
-    metrics: dict[str, float] = field(default_factory=dict)
+    Adding a field to ``result.json`` is adding it to :class:`~ignite_seg.storage.records.TrialResult`
+    and setting it where the worker learns its value; nothing here repeats the record's fields.
+    """
+
+    result: TrialResult
+    #: the whole error (``error.txt``: a traceback); ``result.error`` is its last line
+    error_text: str | None = None
     throughtime: dict[str, np.ndarray] = field(default_factory=dict)
     hidden: dict[str, np.ndarray] = field(default_factory=dict)
     model_init: bytes = b""
     model: bytes = b""
     #: the raw weights when ``model`` holds their EMA (``ema_decay``), else empty
     model_raw: bytes = b""
-    error: str | None = None
-    diverged_iteration: int | None = None
-    peak_rss_mib: float | None = None
+    #: the best snapshot's weights (``best_metric``; where they were taken: ``result.best``), else empty
+    model_best: bytes = b""
     #: the validation sets' names, the primary one first (recorded as ``*_val``, the others ``*_val_<name>``)
     val_names: tuple[str, ...] = ()
     #: the custom metrics' names (recorded as ``metric_<name>_<part>``)
     metric_names: tuple[str, ...] = ()
-    #: the best snapshot's weights and where they were taken (``best_metric``), else empty / ``None``
-    model_best: bytes = b""
-    best: BestRecord | None = None
-    #: the fractional epoch a user handler stopped the trial at; ``None`` when it ran to the end
-    stopped_epoch: float | None = None
     #: the user handlers' files (``context.output_dir``) by relative path, for ``trials/<i>/``
     files: dict[str, bytes] = field(default_factory=dict)
-    #: what the mid-trial checkpoints did (resumed from an epoch, off and why, a file refused)
-    checkpoints: CheckpointReport = field(default_factory=CheckpointReport)
-    #: how many processes trained the trial, and the device of each (rank order)
-    processes: int = 1
-    devices: tuple[str, ...] = ()
 
-    def result(self) -> TrialResult:
-        """The trial's ``result.json`` record (the bytes and arrays are files of their own)."""
-        return TrialResult(
-            trial_id=self.trial_id, status=self.status, seconds=self.seconds, started_at=self.started_at, pid=self.pid,
-            metrics=dict(self.metrics), peak_rss_mib=None if self.peak_rss_mib is None else round(self.peak_rss_mib, 1),
-            diverged_iteration=self.diverged_iteration, best=self.best,
-            stop=StopRecord(self.stopped_epoch) if self.status == "completed" else None,
-            error=self.error.strip().splitlines()[-1][:500] if self.error else None, checkpoints=self.checkpoints,
-            processes=self.processes if self.devices else None, devices=tuple(self.devices),
-        )
+    @property
+    def trial_id(self) -> int:
+        return self.result.trial_id
+
+    @property
+    def status(self) -> str:
+        """completed, diverged or failed (:data:`TrialStatus`)."""
+        return self.result.status
+
+    def end(self, status: TrialStatus, error: str | None = None, *, stopped_epoch: float | None = None) -> None:
+        """Record how the trial ended: its status, the whole error (``error.txt``) and its last line, cut
+        to 500 characters (``result.json``); a completed trial's stop (``stopped_epoch``: where a user
+        handler stopped it, ``None``: it ran to the end)."""
+        self.error_text = error
+        self.result = replace(self.result, status=status, error=error.strip().splitlines()[-1][:500] if error else None,
+                              stop=StopRecord(stopped_epoch) if status == "completed" else None)

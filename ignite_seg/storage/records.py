@@ -15,8 +15,8 @@ Each record has a ``format`` field. Folders written before the records (``run.js
 none; a flat ``result.json`` with the final metrics beside the bookkeeping keys, no ``format``) read
 as today's records: a field the file lacks takes its default here, once, and a flat result is
 converted by :func:`_from_flat` (its keys that are not bookkeeping are its metrics). Adding a field
-to a file is adding a field to its record (and, for ``result.json``, setting it in
-``TrialOutcome.result()``, where a worker's outcome becomes the record).
+to a file is adding a field to its record (and, for ``result.json``, setting it in the worker where
+its value is known: a worker's ``TrialOutcome`` holds the record itself, as ``outcome.result``).
 
 Example:
     >>> r = TrialResult(trial_id=0, status="completed", metrics={"loss_val": 0.5})

@@ -189,8 +189,9 @@ class TrialFiles(Protocol):
     @property
     def hidden(self) -> Mapping[str, np.ndarray]: ...
     @property
-    def error(self) -> str | None: ...
-
+    def error_text(self) -> str | None:
+        """The whole error (``error.txt``), ``None`` without one."""
+    @property
     def result(self) -> TrialResult:
         """The ``result.json`` record."""
 
@@ -273,9 +274,9 @@ class RunFolder:
             write_npz(d / THROUGHTIME_NPZ, **outcome.throughtime)
         if outcome.hidden:
             write_npz(d / HIDDEN_NPZ, **outcome.hidden)
-        if outcome.error:
-            atomic_write_bytes(d / ERROR_TXT, outcome.error.encode("utf-8"))
-        result = outcome.result()
+        if outcome.error_text:
+            atomic_write_bytes(d / ERROR_TXT, outcome.error_text.encode("utf-8"))
+        result = outcome.result
         write_json(d / RESULT_JSON, result.to_json())
         unlink_inside(d / CHECKPOINT_NAME)  # the trial is finished: it never resumes
         return result
