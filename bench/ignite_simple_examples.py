@@ -41,6 +41,7 @@ EXAMPLES = {
     "fashion_mnist": ("examples/fashion_mnist.py", [], 0.1),
     "seqmatch_hidden": ("examples/seqmatch_hidden.py", [], None),
     "cifar10": ("examples/cifar10.py", [], 0.1),
+    "gaussian_blobs_delayed_class": ("examples/advanced/gaussian_blobs_delayed_class.py", [], 0.5),
 }
 
 
