@@ -140,8 +140,9 @@ def plot_lr_sweep(info: LRSweepInfo, dpi: float = 110) -> Figure:
         draw_lr_sweep_panel(ax, info, which)
         ax.set_xlabel("")
         ax.set_title(f"LR range test: {which} vs learning rate")
-        # a range test's loss starts high and falls, its perf starts low and rises: the free corners
-        ax.legend(fontsize=8, loc="lower left" if which == "loss" else "upper left", framealpha=0.85)
+        # where the curves leave room: a loss that falls at once and stays low for decades (an RNN's
+        # plateau) fills the lower left corner a falling loss usually leaves free
+        ax.legend(fontsize=8, loc="best", framealpha=0.85)
         dax = axes[1, col]
         deriv = info.loss_deriv if which == "loss" else info.perf_deriv
         if deriv.size == info.lrs.size:
