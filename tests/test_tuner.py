@@ -147,23 +147,29 @@ def test_train_custom_settings_search_and_rescan(tmp_path):
     assert final["epochs"] == SMALL.max_epochs  # 96 items: 30k examples would be 312 epochs, capped
 
 
+def _range_choice_failing(monkeypatch, call: int, error: Exception) -> list[int]:
+    """The tuner's range choice raising ``error`` at its ``call``-th use (counted in the returned list,
+    which holds each sweep's number of points; clearing it restarts the count)."""
+    import ignite_seg.tuning.recipe as recipe
+
+    choose, calls = recipe.choose_lr_range, []
+
+    def choice(*args, **kwargs):
+        calls.append(len(args[0]))
+        if len(calls) == call:
+            raise error
+        return choose(*args, **kwargs)
+
+    monkeypatch.setattr(recipe, "choose_lr_range", choice)
+    return calls
+
+
 def test_a_rescan_that_cannot_choose_falls_back_to_the_first_range_scaled(runner, tmp_path, monkeypatch, caplog):
     """ignite-simple's fashion_mnist example: the first sweep chose a range, the batch runs trained with it,
     and the rescan at the chosen batch size saw too little improvement (1.8% < 2%): the first range,
     scaled to that batch size, is used (a WARNING and misc.json say so), not a TuningError."""
-    import ignite_seg.tuning.recipe as recipe
-
-    calls = []
-
-    def first_only(*args, **kwargs):
-        calls.append(len(calls))
-        if len(calls) > 1:
-            raise TuningError("the loss did not improve over the sweep lr 0.01 -> 30 (relative improvement 0.0183 "
-                              "< 0.02). Widen the sweep")
-        return choose(*args, **kwargs)
-
-    choose = recipe.choose_lr_range
-    monkeypatch.setattr(recipe, "choose_lr_range", first_only)
+    calls = _range_choice_failing(monkeypatch, 2, TuningError(
+        "the loss did not improve over the sweep lr 0.01 -> 30 (relative improvement 0.0183 < 0.02). Widen the sweep"))
     rf = RunFolder(tmp_path / "run")
     settings = dataclasses.replace(SMALL, batch_pts=2, batch_rn_min_inits=1, batch_start=32, batch_end=64)
     hp = choose_recipe(runner, rf, settings, specs(), accuracy_style="classification",
@@ -188,20 +194,10 @@ def test_a_capped_first_sweep_too_flat_to_choose_on_runs_again_at_full_length(ru
     """ignite-simple's fashion_mnist CNN barely moved its loss in a 500-step sweep (1-4%, under the 2% the rule
     needs) though it learns in longer runs: a sweep cut short by lr_sweep_max_examples that cannot choose is
     run once more over its full lr_sweep_len epochs, and misc.json and the report say why."""
-    import ignite_seg.tuning.recipe as recipe
     from ignite_seg.tuning.lr_range import LossDidNotImprove
 
-    calls = []
-
-    def flat_first(*args, **kwargs):
-        calls.append(len(args[0]))  # the sweep's points
-        if len(calls) == 1:
-            raise LossDidNotImprove("the loss did not improve over the sweep lr 0.01 -> 30 (relative improvement "
-                                    "0.0119 < 0.02). Widen the sweep")
-        return choose(*args, **kwargs)
-
-    choose = recipe.choose_lr_range
-    monkeypatch.setattr(recipe, "choose_lr_range", flat_first)
+    calls = _range_choice_failing(monkeypatch, 1, LossDidNotImprove(
+        "the loss did not improve over the sweep lr 0.01 -> 30 (relative improvement 0.0119 < 0.02). Widen the sweep"))
     rf = RunFolder(tmp_path / "run")
     # 96 items at batch 16: 6 steps an epoch; 40 epochs = 240 steps, capped at 960 examples -> the 120-step floor
     settings = dataclasses.replace(SMALL, lr_sweep_len=40.0, lr_sweep_max_examples=960, rescan_lr_after_bs=False,
