@@ -164,6 +164,10 @@ def test_every_file_the_tuner_writes_reads_strictly_through_its_record(tuned, na
         assert lr.rescan and lr.batch_size == hp.batch_size and misc.steps.lr_rescan is not None
         assert LRSweepFile.read(h / LR_INITIAL_NPZ, strict=True).batch_size == 16
         assert all(isinstance(r, Rung) for r in misc.steps.batch_size.rungs) and len(sampled.bss) == 2
+        # each rung records what its candidates' runs cost per training example (the tie rule's speeds)
+        for rung in misc.steps.batch_size.rungs:
+            assert isinstance(rung, Rung) and set(rung.seconds_per_example) == {str(b) for b in rung.batch_sizes}
+            assert all(0 < v < 1 for v in rung.seconds_per_example.values())
         assert [hp.lr_start, hp.lr_end] == pytest.approx(lr.lr_range.tolist())
     else:
         assert not lr.rescan and sampled.bss.size == 0 and bs.bss.size == 0 and misc.steps.lr_rescan is None

@@ -304,6 +304,10 @@ def test_bad_presets_and_settings_raise_with_the_fix():
         dataclasses.replace(get_preset("fast"), lr_choose_on="val")
     with pytest.raises(ConfigError, match="batch_tie_tol"):
         dataclasses.replace(get_preset("fast"), batch_tie_tol=1.5)
+    with pytest.raises(ConfigError, match="batch_tie_prefer must be 'faster' or 'smaller', got 'fast'"):
+        dataclasses.replace(get_preset("fast"), batch_tie_prefer="fast")
+    with pytest.raises(ConfigError, match="batch_tie_speed_margin"):
+        dataclasses.replace(get_preset("fast"), batch_tie_speed_margin=-0.1)
     with pytest.raises(TypeError, match="lr_shared_init must be True or False"):
         dataclasses.replace(get_preset("fast"), lr_shared_init=1)
     with pytest.raises(TypeError, match="batch_pts must be an int"):

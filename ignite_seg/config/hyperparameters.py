@@ -130,11 +130,15 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        after each rung the best ``1/batch_eta`` continue with ``batch_eta`` times the budget. The
        ranking is by held-out ``batch_score``: the loss (default: continuous, so less noisy on a
        small slice than an accuracy) or the perf, the other breaking ties. At every rung, the
-       candidates within ``batch_tie_tol`` (relative) of the best are ties and rank smallest batch
-       first: short runs cannot order them, and at a fixed number of examples the smaller batch
-       makes more progress per example (the noise-scale model); this keeps the choice repeatable.
-       With ``batch_tie_test`` and 2 or more repeats, a candidate also ties when a one-sided
+       candidates within ``batch_tie_tol`` (relative) of the best are ties: short runs cannot order
+       them. With ``batch_tie_test`` and 2 or more repeats, a candidate also ties when a one-sided
        paired t-test over the repeats (same initialisation per repeat) does not find it worse at 95%.
+       Tied candidates made the same progress on the same examples, so ``batch_tie_prefer="faster"``
+       ranks first the one whose runs took the fewest seconds per training example on this machine
+       (a trial of a fixed number of epochs then ends soonest), unless a smaller tied batch is
+       within ``batch_tie_speed_margin`` of its speed (then the smaller: at a fixed number of
+       examples it makes more progress, the noise-scale model); ``"smaller"`` ranks the smallest
+       batch first whatever the speed (the choice then does not depend on timings).
        ``batch_pts=0`` takes the grid point nearest that centre without runs.
     3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``);
        when that is ``initial_batch_size`` the rescan's repeats are pooled with the first sweep's.
@@ -196,6 +200,8 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     batch_score: Literal["loss", "perf"] = "loss"
     batch_tie_tol: float = 0.03
     batch_tie_test: bool = True
+    batch_tie_prefer: Literal["faster", "smaller"] = "faster"
+    batch_tie_speed_margin: float = 0.1
     rescan_lr_after_bs: bool = False
     # schedule of the final trials
     train_examples: int = 30_000
@@ -241,6 +247,11 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
         _check_int(self, "batch_rn_min_inits", 1)
         _check_int(self, "batch_eta", 2)
         _check_number(self, "batch_tie_tol", lambda v: 0 <= v < 1, "a relative tolerance in [0, 1) such as 0.03")
+        _check_number(self, "batch_tie_speed_margin", lambda v: v >= 0, "a relative margin >= 0 such as 0.1")
+        if self.batch_tie_prefer not in ("faster", "smaller"):
+            raise ConfigError(
+                f"HyperparameterSettings.batch_tie_prefer must be 'faster' or 'smaller', got {self.batch_tie_prefer!r}."
+            )
         if self.batch_score not in ("loss", "perf"):
             raise ConfigError(
                 f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."

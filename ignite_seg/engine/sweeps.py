@@ -150,6 +150,8 @@ class BatchRunResult:
     loss: float = math.nan
     iterations: int = 0
     seconds: float = 0.0
+    #: seconds in the training steps alone (no set-up, no scoring): what the batch size costs here
+    train_seconds: float = 0.0
     examples: int = 0
     error: str | None = None
 
@@ -393,7 +395,9 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
         stop = DivergenceStop()
         stop.attach(engine)
         report_steps(engine, iterations)
+        t_train = time.perf_counter()
         state = engine.run(batches, max_iters=iterations)
+        result.train_seconds = time.perf_counter() - t_train
         result.iterations = int(state.iteration)
         result.examples = _examples(batches, state.iteration)
         if stop.diverged_at is not None:

@@ -63,8 +63,8 @@ def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, bud
             )
             for c in alive for r in range(t.s.batch_rn_min_inits)
         ]
-        perfs, losses = _scores(t, cands, tasks, alive)
-        survivors = _halve(t.s, search, alive, budget, perfs, losses)
+        perfs, losses, cost = _scores(t, cands, tasks, alive)
+        survivors = _halve(t.s, search, alive, budget, perfs, losses, cost)
         t.misc.record(batch_size=BatchSearchProgress(candidates=cands, rungs=list(search.rungs)))
         if len(survivors) == 1:
             search.chosen = cands[int(survivors[0])]
@@ -73,12 +73,15 @@ def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, bud
         budget *= t.s.batch_eta
 
 
-def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask], alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Run one rung's tasks: held-out perf and loss per repeat and candidate (R, C), NaN where not run."""
+def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask],
+            alive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run one rung's tasks: held-out perf and loss and the training seconds per example, per repeat and
+    candidate (R, C), NaN where not run."""
     results = run_tasks(t, run_batch_trial, tasks, f"tune: batch sizes ({tasks[0].epochs:g} epochs)", "batch",
                          lambda task, err: BatchRunResult(task.key, "failed", error=err))
     perfs = np.full((t.s.batch_rn_min_inits, len(cands)), np.nan)
     losses = np.full((t.s.batch_rn_min_inits, len(cands)), np.nan)
+    cost = np.full((t.s.batch_rn_min_inits, len(cands)), np.nan)
     for key, res in results.items():
         assert isinstance(key, _RunKey)
         c, r = key.candidate, key.repeat
@@ -86,25 +89,29 @@ def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask], alive: np.n
             logger.warning("batch-size run (batch %d, repeat %d) failed: %s", cands[c], r, last_line(res.error))
             continue
         perfs[r, c], losses[r, c] = res.perf, res.loss
+        if res.examples > 0 and res.train_seconds > 0:
+            cost[r, c] = res.train_seconds / res.examples
     if not np.isfinite(perfs[:, alive]).any():
         first = next(iter(results.values()))
         raise TuningError(
             f"every batch-size candidate run failed; the first error was:\n{first.error}\nFix the loaders, "
             "or skip the candidate runs with batch_pts=0."
         )
-    return perfs, losses
+    return perfs, losses, cost
 
 
 def _halve(
     s: HyperparameterSettings, search: BatchSearch, alive: np.ndarray, budget: float, perfs: np.ndarray,
-    losses: np.ndarray,
+    losses: np.ndarray, cost: np.ndarray,
 ) -> np.ndarray:
     """Rank the rung's candidates, record the rung in ``search``; the survivors (indices into the candidates)."""
     cands = search.bss
     # candidates tied with the best (within batch_tie_tol, or not worse by the paired test over the
-    # repeats) rank first, the smallest batch first
+    # repeats) rank first: the fastest per example (batch_tie_prefer="faster") or the smallest batch
+    faster = s.batch_tie_prefer == "faster"
     ranked = [int(i) for i in rank_with_ties(cands, perfs, losses, s.batch_score, s.batch_tie_tol,
-                                             paired_test=s.batch_tie_test)
+                                             paired_test=s.batch_tie_test, cost=cost if faster else None,
+                                             speed_margin=s.batch_tie_speed_margin)
               if i in set(alive.tolist())]
     by_score = [int(i) for i in rank_scores(perfs, losses, s.batch_score) if i in set(alive.tolist())]
     search.rung_budgets.append(budget)
@@ -116,15 +123,30 @@ def _halve(
         tie = (f"batch {cands[ranked[0]]} is within batch_tie_tol={s.batch_tie_tol} of the best scored "
                f"{cands[by_score[0]]} ({s.batch_score})" + (" or not worse at 95% by a paired t-test over the "
                "repeats" if s.batch_tie_test and s.batch_rn_min_inits > 1 else "")
-               + "; ties rank the smaller batch size first")
+               + ("; ties rank the fastest per example first (a smaller batch within "
+                  f"batch_tie_speed_margin={s.batch_tie_speed_margin} of its speed before it)" if faster
+                  else "; ties rank the smaller batch size first"))
     search.rungs.append(Rung(
         budget_epochs=budget, batch_sizes=[cands[i] for i in alive],
         mean_perf={str(cands[i]): float(np.nanmean(perfs[:, i])) for i in alive},
         mean_loss={str(cands[i]): float(np.nanmean(losses[:, i])) for i in alive}, ranked_by=s.batch_score,
+        seconds_per_example={str(cands[i]): _finite_mean(cost[:, i]) for i in alive},
         kept=[cands[i] for i in survivors], best_by_score=cands[by_score[0]], tie=tie,
     ))
-    logger.info("batch sizes after %g epoch(s) (held-out perf / loss): %s; keeping %s", budget,
-                ", ".join(f"{cands[i]}: {np.nanmean(perfs[:, i]):.4f} / {np.nanmean(losses[:, i]):.4g}"
-                          for i in ranked),
+    logger.info("batch sizes after %g epoch(s) (held-out perf / loss / µs per training example): %s; keeping %s",
+                budget, ", ".join(f"{cands[i]}: {np.nanmean(perfs[:, i]):.4f} / {np.nanmean(losses[:, i]):.4g} / "
+                                  f"{_micro(cost[:, i])}" for i in ranked),
                 [cands[i] for i in survivors])
     return survivors
+
+
+def _finite_mean(values: np.ndarray) -> float | None:
+    """The mean of the finite ``values``; None when there is none."""
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+def _micro(seconds: np.ndarray) -> str:
+    """The mean of the finite ``seconds`` in µs (3 significant digits), or "?" when none."""
+    mean = _finite_mean(seconds)
+    return "?" if mean is None else f"{mean * 1e6:.3g}"

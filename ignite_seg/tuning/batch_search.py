@@ -119,27 +119,39 @@ def not_worse_paired(values: np.ndarray, best: int, lower_is_better: bool = True
 
 def rank_with_ties(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.ndarray,
                    by: Literal["loss", "perf"] = "loss", tie_tol: float = 0.0,
-                   paired_test: bool = False) -> np.ndarray:
-    """Candidate indices from best to worst, where the ones *tied* with the best come first,
-    smallest batch size first, then the rest as :func:`rank_scores` orders them.
+                   paired_test: bool = False, cost: np.ndarray | None = None,
+                   speed_margin: float = 0.1) -> np.ndarray:
+    """Candidate indices from best to worst, where the ones *tied* with the best come first, then the
+    rest as :func:`rank_scores` orders them.
 
     A candidate ties with the best when its mean held-out score is within ``tie_tol`` of the
     best's, relatively: loss <= (1 + tie_tol) x best loss (``by="loss"``), or perf >=
     best perf - tie_tol x |best perf| (``by="perf"``). Short runs cannot tell such candidates
-    apart (their order changes from seed to seed), so the noise-scale model decides: at a fixed
-    number of examples a smaller batch makes more progress per example (McCandlish et al. 2018,
-    eq. 2.11). Used at every rung of the successive halving, this makes the choice repeatable;
-    with ``tie_tol=0`` it is :func:`rank_scores`. With ``paired_test``, a candidate also ties when
-    it is not worse than the best at 95% by a paired t-test over the repeats
+    apart (their order changes from seed to seed). With ``paired_test``, a candidate also ties
+    when it is not worse than the best at 95% by a paired t-test over the repeats
     (:func:`not_worse_paired`): with a few repeats a 3% lead can be noise, and a smaller one a
-    consistent difference.
+    consistent difference. With ``tie_tol=0`` and no test this is :func:`rank_scores`.
+
+    Among the tied, equal progress per example means the cheaper one gets the same result sooner:
+    with ``cost`` (seconds per training example measured in the candidates' runs, (R, C) or (C,))
+    the fastest tied candidate ranks first, except that a smaller tied batch whose cost is within
+    ``speed_margin`` of the fastest's ranks before it (timings of concurrent runs differ by a few
+    percent; where the speed is a wash, the smaller batch makes more progress per example,
+    McCandlish et al. 2018, eq. 2.11); the other tied ones follow, fastest first. Without ``cost``
+    the tied rank smallest batch first. Used at every rung of the successive halving, either order
+    makes the choice repeatable on one machine.
 
     Example:
         >>> rank_with_ties([8, 16, 32], np.array([[0.95, 0.96, 0.9]]), np.array([[0.202, 0.200, 0.3]]), "loss", 0.03)
         array([0, 1, 2])
+        >>> rank_with_ties([8, 16, 32], np.array([[0.95, 0.96, 0.9]]), np.array([[0.202, 0.200, 0.3]]), "loss", 0.03,
+        ...                cost=np.array([2e-4, 1.2e-4, 0.8e-4]))
+        array([1, 0, 2])
     """
     if not tie_tol >= 0:
         raise ValueError(f"tie_tol must be >= 0, got {tie_tol!r}")
+    if not speed_margin >= 0:
+        raise ValueError(f"speed_margin must be >= 0, got {speed_margin!r}")
     bss = np.asarray(bss)
     ranked = rank_scores(perfs, losses, by)
     with warnings.catch_warnings():
@@ -155,8 +167,21 @@ def rank_with_ties(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.nd
     if paired_test:
         tied |= not_worse_paired(np.atleast_2d(losses if by == "loss" else perfs), best, by == "loss")
     tied &= np.isfinite(score)
-    first = [int(i) for i in np.flatnonzero(tied)[np.argsort(bss[tied], kind="stable")]]
+    first = [int(i) for i in np.flatnonzero(tied)[np.argsort(bss[tied], kind="stable")]]  # smallest batch first
+    speed = _mean_cost(cost, len(bss)) if cost is not None else None
+    if speed is not None and np.isfinite(speed[first]).all():
+        fastest = float(np.min(speed[first]))
+        near = [i for i in first if speed[i] <= fastest * (1 + speed_margin)]  # smallest batch first
+        first = near[:1] + sorted((i for i in first if i != near[0]), key=lambda i: (speed[i], bss[i]))
     return np.asarray(first + [int(i) for i in ranked if not tied[i]])
+
+
+def _mean_cost(cost: np.ndarray, n: int) -> np.ndarray:
+    """Per candidate, the mean of ``cost`` over the repeats (NaN where none ran)."""
+    cost = np.asarray(cost, dtype=np.float64).reshape(-1, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: pruned candidates
+        return np.nanmean(np.where(cost > 0, cost, np.nan), axis=0)
 
 
 def halving_survivors(ranked: np.ndarray, alive: int, eta: int) -> np.ndarray:

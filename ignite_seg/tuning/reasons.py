@@ -62,13 +62,27 @@ def batch_decision(s: HyperparameterSettings, noise: float, chosen: int, rungs: 
         test = (" (or not worse at 95% by a paired t-test over the repeats)"
                 if s.batch_tie_test and s.batch_rn_min_inits > 1 else "")
         return BatchDecision("tie", f"tied with {best} within {s.batch_tie_tol:.0%}{test} (held-out {by} "
-                             f"{_g(means.get(str(chosen)))} vs {_g(means.get(str(best)))}); the smaller batch is "
-                             "ranked first" + around, fallback)
+                             f"{_g(means.get(str(chosen)))} vs {_g(means.get(str(best)))}); "
+                             + _tie_order(s, last, chosen, best) + around, fallback)
     others = [b for b in (last.batch_sizes or []) if b != chosen]
     runner_up = f"; {others[0]}: {_g(means.get(str(others[0])))}" if len(others) == 1 else ""
     n = len(last.batch_sizes or [])
     return BatchDecision("best-score", f"best held-out {by} of the {n} candidate(s) left after successive halving "
                          f"({_g(means.get(str(chosen)))}{runner_up})" + around, fallback)
+
+
+def _tie_order(s: HyperparameterSettings, last: Rung, chosen: int, best: int) -> str:
+    """Which of the tied candidates ranked first, and by what (the order ``rank_with_ties`` applied)."""
+    speed = last.seconds_per_example or {}
+    mine, theirs = speed.get(str(chosen)), speed.get(str(best))
+    timed = all(v is not None and math.isfinite(v) and v > 0 for v in speed.values()) and bool(speed)
+    if s.batch_tie_prefer != "faster" or not timed or mine is None or theirs is None:
+        return "the smaller batch is ranked first"
+    times = f"{_g(mine * 1e6)} vs {_g(theirs * 1e6)} µs per training example in these runs"
+    if mine < theirs:
+        return f"it trains faster here ({times}), and ties rank the faster first"
+    return (f"the smaller batch is ranked first, its speed within batch_tie_speed_margin={s.batch_tie_speed_margin:.0%} "
+            f"of the fastest tied ({times})")
 
 
 def _g(value: float | None) -> str:
