@@ -233,8 +233,10 @@ def test_ray_executor(run_kwargs):
 
 
 FORKED_SCRIPT = '''
-import os, sys
+import atexit, gc, os, sys
 import torch
+# registered before train(): runs after its exit hook (last registered, first run)
+atexit.register(lambda: print("frozen at exit", gc.get_freeze_count() > 0))
 sys.path.insert(0, {tests!r})
 import ignite_seg
 import tasks
@@ -271,7 +273,8 @@ def test_workers_forked_from_the_caller_when_asked(run_kwargs, tmp_path):
     env = {**__import__("os").environ, "IGNITE_SEG_START_METHOD": "fork"}
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    caller = int(done.stdout.split("caller")[-1])
+    caller = int(done.stdout.split("caller")[-1].split()[0])
+    assert "frozen at exit True" in done.stdout  # train() made the interpreter's shutdown skip the collector
     parents = {int(p.read_text()) for p in tmp_path.glob("parent_*") if p.name != f"parent_{caller}"}  # the probe
     assert parents == {caller}  # each worker that built a model is a child of the script itself
     ignite_seg.train(MLP, BLOBS, CE, **run_kwargs)  # the same run from the fork server (this process's default)
