@@ -72,7 +72,9 @@ def cell_hparams(recipe: str, peak: float, batch: int, epochs: int, cycle: float
 
 
 def perfs_of(outcomes: list[Any]) -> np.ndarray:
-    return np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outcomes])
+    from bench.tune_quality import val_perfs
+
+    return val_perfs(outcomes)
 
 
 def summary(perfs: np.ndarray) -> dict[str, Any]:
@@ -128,7 +130,7 @@ def reeval(runner: Any, task: dict[str, Any], g: dict[str, Any], args: Any, cycl
 def main() -> None:
     from bench.tq_anchors import tpe_anchor
     from bench.tq_robust import ROBUST_TASKS
-    from bench.tune_quality import TASKS, _epochs, _facts, _run_trials, _specs, worker_cpu_seconds
+    from bench.tune_quality import TASKS, _epochs, _facts, _run_trials, _specs, seconds_of, worker_cpu_seconds
     from ignite_seg import FixedHyperparameters
     from ignite_seg.runtime.tasks import TaskRunner
     from ignite_seg.storage.run_folder import RunFolder
@@ -234,8 +236,8 @@ def main() -> None:
                 cpu0 = worker_cpu_seconds()
                 outs = _run_trials(runner, task, [(cell_hparams(args.recipe, lr, bs, epochs, cycle), s)
                                                   for lr, bs, s in cells])
-                cpu, wall = worker_cpu_seconds() - cpu0, sum(o.seconds for o in outs) or 1.0
-                return [(p, cpu * o.seconds / wall) for p, o in zip(perfs_of(outs), outs)]
+                cpu, wall = worker_cpu_seconds() - cpu0, sum(seconds_of(o) for o in outs) or 1.0
+                return [(p, cpu * seconds_of(o) / wall) for p, o in zip(perfs_of(outs), outs)]
 
             budget = out["tuned"]["tune_cpu"]
             res = tpe_anchor(run, bounds, (8, 16, 32, 64, 128), budget, seed=args.seed, trials=TRIALS)

@@ -73,6 +73,17 @@ TASKS: dict[str, dict[str, Any]] = {
 }
 
 
+
+def val_perfs(outcomes: list[Any]) -> np.ndarray:
+    """Each trial outcome's final val perf (``result.json``'s ``perf_val``); NaN where it did not complete."""
+    return np.array([o.result.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan
+                     for o in outcomes])
+
+
+def seconds_of(outcome: Any) -> float:
+    """A trial outcome's wall seconds (0 when it did not record them)."""
+    return float(outcome.result.seconds or 0.0)
+
 def _bench_task(name: str, style: str, lrs: np.ndarray, loss: tuple[Any, ...] | None = None) -> dict[str, Any]:
     """A task of :mod:`bench.tq_tasks` (its loaders ``<name>_model``, ``<name>_dataset``)."""
     return {"model": ("bench.tq_tasks", f"{name}_model", (), {}),
@@ -186,11 +197,11 @@ def part_grid(runner: Any, name: str) -> dict[str, Any]:
     t0, cpu0 = time.perf_counter(), worker_cpu_seconds()
     outcomes = _run_trials(runner, task, recipes)
     wall, cpu = time.perf_counter() - t0, worker_cpu_seconds() - cpu0
-    perf = np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outcomes])
+    perf = val_perfs(outcomes)
     perf = perf.reshape(len(task["lrs"]), len(GRID_BATCHES), len(GRID_SEEDS))
     mean = perf.mean(axis=2)
     best = np.unravel_index(np.nanargmax(mean), mean.shape)
-    seconds = float(sum(o.seconds for o in outcomes))
+    seconds = float(sum(seconds_of(o) for o in outcomes))
     result = {
         "task": name, "epochs": epochs, "lrs": task["lrs"].tolist(), "batches": list(GRID_BATCHES),
         "perf_mean": mean.tolist(), "perf": perf.tolist(),
@@ -223,7 +234,7 @@ def part_reeval(runner: Any, name: str, grid: dict[str, Any], top: int = 3, seed
         cpu0 = worker_cpu_seconds()
         outs = _run_trials(runner, task, [(hp, 3000 + k) for k in range(seeds)])
         cpu = worker_cpu_seconds() - cpu0
-        perf = np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outs])
+        perf = val_perfs(outs)
         rows.append({"lr": lr, "batch": bs, "grid_perf": float(mean[i, j]), "fresh_perf_mean": float(np.nanmean(perf)),
                      "fresh_perf_std": float(np.nanstd(perf)), "fresh_perfs": perf.tolist(), "worker_cpu_seconds": cpu})
         print(f"[reeval {name}] lr {lr:.3g} batch {bs}: grid {mean[i, j]:.4f}, {seeds} fresh seeds "
@@ -267,7 +278,7 @@ def part_presets(runner: Any, name: str, grid: dict[str, Any], presets: list[str
         recipes = [(hp, 2000 + 10 * s + t) for s, hp in zip(seeds, chosen) for t in range(TRIALS_PER_TUNE)]
         trials_cpu0 = worker_cpu_seconds()
         outcomes = _run_trials(runner, task, recipes)
-        perfs = np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outcomes])
+        perfs = val_perfs(outcomes)
         trials_cpu = worker_cpu_seconds() - trials_cpu0
         per_seed = np.nanmean(perfs.reshape(len(seeds), TRIALS_PER_TUNE), axis=1)
         lr_end = np.array([hp.lr_end for hp in chosen])
@@ -316,9 +327,8 @@ def part_anchors(runner: Any, name: str, budget_cpu: float, fresh_best: float | 
                                          cycle_size_epochs=cycle, epochs=epochs), seed) for lr, bs, seed in cells]
         cpu0 = worker_cpu_seconds()
         outs = _run_trials(runner, task, recipes)
-        cpu, wall = worker_cpu_seconds() - cpu0, sum(o.seconds for o in outs) or 1.0
-        return [(o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan, cpu * o.seconds / wall)
-                for o in outs]
+        cpu, wall = worker_cpu_seconds() - cpu0, sum(seconds_of(o) for o in outs) or 1.0
+        return [(p, cpu * seconds_of(o) / wall) for p, o in zip(val_perfs(outs), outs)]
 
     lrs = np.asarray(task["lrs"])
     tpe = [tpe_anchor(run, (float(lrs.min()), float(lrs.max())), GRID_BATCHES, budget_cpu, seed=s, trials=trials)
@@ -363,7 +373,7 @@ def part_epochs(runner: Any, name: str, reeval: dict[str, Any], factors: tuple[f
         hp = FixedHyperparameters(lr_start=best["lr"] / GRID_LR_RATIO, lr_end=best["lr"], batch_size=best["batch"],
                                   cycle_size_epochs=e, epochs=e)
         outs = _run_trials(runner, task, [(hp, 7000 + k) for k in range(seeds)])
-        perf = np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outs])
+        perf = val_perfs(outs)
         rows.append({"epochs": e, "perfs": perf.tolist(), "mean": float(np.nanmean(perf)),
                      "sem": float(np.nanstd(perf) / math.sqrt(seeds))})
         print(f"[epochs {name}] lr {best['lr']:.3g} batch {best['batch']}, {e} epochs: {np.nanmean(perf):.4f} "
