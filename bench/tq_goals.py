@@ -17,6 +17,9 @@ For ``--task T --recipe R`` in one run on one 2-worker pool:
    and scored on the validation set, until it has used the tune's worker CPU seconds; its best
    recipe then trains 2 fresh seeds (:func:`bench.tq_anchors.tpe_anchor`).
 
+The pool is made as ``train()`` makes it (workers forked with ``WORKER_PRELOAD`` imported; before session 11
+each worker imported ``torch._dynamo`` and ignite's engine chain at its first task, ~1 CPU-s each, which the
+tune's first tasks paid); that import's CPU in this process is added once to the tune's.
 Worker CPU seconds (:func:`bench.tune_quality.worker_cpu_seconds`) are measured for each part; the
 compute share is (tuning + trials) / the CPU of issue 18's grid size (10 peaks x 5 batches x 2 seeds =
 100 cells), taken from the cached SGD grid where it exists and else from this grid's mean cell.
@@ -77,6 +80,18 @@ def perfs_of(outcomes: list[Any]) -> np.ndarray:
     return val_perfs(outcomes)
 
 
+def preload_cpu_seconds() -> float:
+    """CPU seconds of this process importing what train() preloads before it forks its workers."""
+    import importlib
+
+    from ignite_seg.api import WORKER_PRELOAD
+
+    t0 = time.process_time()
+    for name in WORKER_PRELOAD:
+        importlib.import_module(name)
+    return time.process_time() - t0
+
+
 def summary(perfs: np.ndarray) -> dict[str, Any]:
     ok = perfs[np.isfinite(perfs)]
     # a failed (diverged) trial counts as its task's worst: not dropped from the mean
@@ -132,6 +147,7 @@ def main() -> None:
     from bench.tq_robust import ROBUST_TASKS
     from bench.tune_quality import TASKS, _epochs, _facts, _run_trials, _specs, seconds_of, worker_cpu_seconds
     from ignite_seg import FixedHyperparameters
+    from ignite_seg.api import WORKER_PRELOAD
     from ignite_seg.runtime.tasks import TaskRunner
     from ignite_seg.storage.run_folder import RunFolder
     from ignite_seg.tuning.recipe import choose_recipe
@@ -167,7 +183,11 @@ def main() -> None:
     def save() -> None:
         out_path.write_text(json.dumps(out, indent=1, default=str))
 
-    with TaskRunner(2) as runner:
+    # the pool as train() makes it: the workers start with what a task imports (torch._dynamo, which the
+    # first optimizer of a process imports, and ignite's engine chain), imported once here; that import's
+    # CPU counts once in the tune's (a train() call pays it once, in the calling process)
+    imports_cpu = preload_cpu_seconds()
+    with TaskRunner(2, preload=WORKER_PRELOAD) as runner:
         # 1-2. the grid and its re-evaluation (cached)
         old = cache / f"grid_{args.task}.json"
         gpath = old if args.recipe == "sgd" and old.exists() else cache / f"goals_grid_{args.recipe}_{args.task}.json"
@@ -195,11 +215,12 @@ def main() -> None:
                 rf, t0, cpu0 = RunFolder(tmp), time.perf_counter(), worker_cpu_seconds()
                 hp = choose_recipe(runner, rf, settings(args.recipe), _specs(task), accuracy_style=task["style"],
                           facts=_facts(task), seed=args.seed, device="cpu")
-                tune_cpu, tune_wall = worker_cpu_seconds() - cpu0, time.perf_counter() - t0
+                tune_cpu, tune_wall = worker_cpu_seconds() - cpu0 + imports_cpu, time.perf_counter() - t0
                 misc = json.loads((rf.hparams / "misc.json").read_text())
             perf, trials_cpu = run_cells(runner, task, [(hp, 2000 + t) for t in range(TRIALS)])
             steps = misc["steps"]
-            out["tuned"] = {**summary(perf), "recipe": hp.to_dict(), "tune_cpu": tune_cpu, "tune_wall": tune_wall,
+            out["tuned"] = {**summary(perf), "recipe": hp.to_dict(), "tune_cpu": tune_cpu, "imports_cpu": imports_cpu,
+                            "tune_wall": tune_wall,
                             "trials_cpu": trials_cpu, "task_seconds": misc["compute"]["total_task_seconds"],
                             "lr_range": steps.get("lr_range"), "guard": steps.get("guard"),
                             "batch_size": steps.get("batch_size"), "schedule": steps.get("schedule")}
