@@ -52,19 +52,20 @@ def test_the_tie_rule_is_named_when_the_smaller_batch_had_the_higher_loss():
 
 
 def test_a_tie_won_by_speed_says_so_with_the_timings():
-    rung = dataclasses.replace(_last_rung(0.217, 0.220, kept=16), seconds_per_example={"8": 118e-6, "16": 61e-6})
-    d = batch_decision(RUNS, 70.0, 16, [rung])
+    # three tied: 16 scored best, 32 no worse than the smallest (8) and faster: 32 ranks first
+    rung = Rung(budget_epochs=4.0, batch_sizes=[8, 16, 32], mean_perf={"8": 0.9, "16": 0.9, "32": 0.9},
+                mean_loss={"8": 0.220, "16": 0.215, "32": 0.218}, ranked_by="loss", kept=[32], best_by_score=16,
+                seconds_per_example={"8": 118e-6, "16": 61e-6, "32": 35e-6})
+    d = batch_decision(RUNS, 70.0, 32, [rung])
     assert d.rule == "tie"
-    assert d.reason == ("tied with 8 within 3% (held-out loss 0.22 vs 0.217); it trains faster here (61 vs 118 µs "
-                        "per training example in these runs), and ties rank the faster first")
-    # the speed a wash (within batch_tie_speed_margin): the smaller batch, and the sentence says why
-    wash = dataclasses.replace(_last_rung(0.41, 0.40, kept=8), seconds_per_example={"8": 64e-6, "16": 61e-6})
-    assert batch_decision(RUNS, 70.0, 8, [wash]).reason.endswith(
-        "the smaller batch is ranked first, its speed within batch_tie_speed_margin=10% of the fastest tied "
-        "(64 vs 61 µs per training example in these runs)")
-    # told to prefer the smaller batch, or no timings (a folder from before): the smaller-batch sentence
+    assert d.reason == ("tied with 16 within 3% (held-out loss 0.218 vs 0.215); it trains faster here (35 vs 61 µs "
+                        "per training example in these runs) and scored no worse than the smaller tied batch, so it "
+                        "ranks first")
+    # the smaller one kept (it scored better than the faster ones): the smaller-batch sentence
+    timed = dataclasses.replace(_last_rung(0.41, 0.40, kept=8), seconds_per_example={"8": 64e-6, "16": 40e-6})
+    assert batch_decision(RUNS, 70.0, 8, [timed]).reason.endswith("; the smaller batch is ranked first")
     smaller = dataclasses.replace(RUNS, batch_tie_prefer="smaller")
-    assert batch_decision(smaller, 70.0, 8, [wash]).reason.endswith("; the smaller batch is ranked first")
+    assert batch_decision(smaller, 70.0, 8, [timed]).reason.endswith("; the smaller batch is ranked first")
 
 
 def test_the_best_score_is_named_with_the_runner_up_and_the_fallback_centre():

@@ -133,12 +133,12 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        candidates within ``batch_tie_tol`` (relative) of the best are ties: short runs cannot order
        them. With ``batch_tie_test`` and 2 or more repeats, a candidate also ties when a one-sided
        paired t-test over the repeats (same initialisation per repeat) does not find it worse at 95%.
-       Tied candidates made the same progress on the same examples, so ``batch_tie_prefer="faster"``
-       ranks first the one whose runs took the fewest seconds per training example on this machine
-       (a trial of a fixed number of epochs then ends soonest), unless a smaller tied batch is
-       within ``batch_tie_speed_margin`` of its speed (then the smaller: at a fixed number of
-       examples it makes more progress, the noise-scale model); ``"smaller"`` ranks the smallest
-       batch first whatever the speed (the choice then does not depend on timings).
+       Tied candidates rank smallest batch first (at a fixed number of examples it makes more
+       progress, the noise-scale model; the rule keeps the choice repeatable), except that with
+       ``batch_tie_prefer="faster"`` a larger tied candidate whose runs scored at least as well as
+       the smallest tied one and took fewer seconds per training example on this machine (by more
+       than ``batch_tie_speed_margin``) ranks first: a trial of a fixed number of epochs then ends
+       sooner. ``"smaller"`` ranks the smallest first whatever the speed (no timings in the choice).
        ``batch_pts=0`` takes the grid point nearest that centre without runs.
     3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``);
        when that is ``initial_batch_size`` the rescan's repeats are pooled with the first sweep's.

@@ -132,21 +132,26 @@ def rank_with_ties(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.nd
     (:func:`not_worse_paired`): with a few repeats a 3% lead can be noise, and a smaller one a
     consistent difference. With ``tie_tol=0`` and no test this is :func:`rank_scores`.
 
-    Among the tied, equal progress per example means the cheaper one gets the same result sooner:
-    with ``cost`` (seconds per training example measured in the candidates' runs, (R, C) or (C,))
-    the fastest tied candidate ranks first, except that a smaller tied batch whose cost is within
-    ``speed_margin`` of the fastest's ranks before it (timings of concurrent runs differ by a few
-    percent; where the speed is a wash, the smaller batch makes more progress per example,
-    McCandlish et al. 2018, eq. 2.11); the other tied ones follow, fastest first. Without ``cost``
-    the tied rank smallest batch first. Used at every rung of the successive halving, either order
-    makes the choice repeatable on one machine.
+    Among the tied, the smaller batch ranks first: at a fixed number of examples it makes more
+    progress per example (the noise-scale model, McCandlish et al. 2018, eq. 2.11), and a rule
+    keeps the choice repeatable where the scores are noise. With ``cost`` (seconds per training
+    example measured in the candidates' runs, (R, C) or (C,)), that prior gives way to the runs'
+    own evidence: a larger tied candidate that scored at least as well as the smallest tied one
+    and trains faster per example (by more than ``speed_margin``, what timings of concurrent runs
+    differ by) ranks first, the fastest such one; a trial of a fixed number of epochs then ends
+    sooner at no cost the runs could see. (A faster candidate that scored worse, even within the
+    tie band, does not pass: on the noisy-regression bench task the larger tied batches lost
+    0.007 of val perf in trials, bench/RESULTS.md session 11.)
 
     Example:
         >>> rank_with_ties([8, 16, 32], np.array([[0.95, 0.96, 0.9]]), np.array([[0.202, 0.200, 0.3]]), "loss", 0.03)
         array([0, 1, 2])
         >>> rank_with_ties([8, 16, 32], np.array([[0.95, 0.96, 0.9]]), np.array([[0.202, 0.200, 0.3]]), "loss", 0.03,
-        ...                cost=np.array([2e-4, 1.2e-4, 0.8e-4]))
+        ...                cost=np.array([2e-4, 1.2e-4, 0.8e-4]))  # 16 tied, no worse than 8, and faster
         array([1, 0, 2])
+        >>> rank_with_ties([8, 16, 32], np.array([[0.95, 0.96, 0.9]]), np.array([[0.200, 0.202, 0.3]]), "loss", 0.03,
+        ...                cost=np.array([2e-4, 1.2e-4, 0.8e-4]))  # 16 tied but scored worse: 8 stays first
+        array([0, 1, 2])
     """
     if not tie_tol >= 0:
         raise ValueError(f"tie_tol must be >= 0, got {tie_tol!r}")
@@ -170,9 +175,12 @@ def rank_with_ties(bss: list[int] | np.ndarray, perfs: np.ndarray, losses: np.nd
     first = [int(i) for i in np.flatnonzero(tied)[np.argsort(bss[tied], kind="stable")]]  # smallest batch first
     speed = _mean_cost(cost, len(bss)) if cost is not None else None
     if speed is not None and np.isfinite(speed[first]).all():
-        fastest = float(np.min(speed[first]))
-        near = [i for i in first if speed[i] <= fastest * (1 + speed_margin)]  # smallest batch first
-        first = near[:1] + sorted((i for i in first if i != near[0]), key=lambda i: (speed[i], bss[i]))
+        head = first[0]
+        no_worse = score <= score[head] if by == "loss" else score >= score[head]
+        passing = [i for i in first[1:] if no_worse[i] and speed[i] * (1 + speed_margin) < speed[head]]
+        if passing:
+            pick = min(passing, key=lambda i: (speed[i], bss[i]))
+            first = [pick] + [i for i in first if i != pick]
     return np.asarray(first + [int(i) for i in ranked if not tied[i]])
 
 

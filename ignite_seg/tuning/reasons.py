@@ -75,14 +75,10 @@ def _tie_order(s: HyperparameterSettings, last: Rung, chosen: int, best: int) ->
     """Which of the tied candidates ranked first, and by what (the order ``rank_with_ties`` applied)."""
     speed = last.seconds_per_example or {}
     mine, theirs = speed.get(str(chosen)), speed.get(str(best))
-    timed = all(v is not None and math.isfinite(v) and v > 0 for v in speed.values()) and bool(speed)
-    if s.batch_tie_prefer != "faster" or not timed or mine is None or theirs is None:
+    if chosen < best or s.batch_tie_prefer != "faster" or mine is None or theirs is None:
         return "the smaller batch is ranked first"
-    times = f"{_g(mine * 1e6)} vs {_g(theirs * 1e6)} µs per training example in these runs"
-    if mine < theirs:
-        return f"it trains faster here ({times}), and ties rank the faster first"
-    return (f"the smaller batch is ranked first, its speed within batch_tie_speed_margin={s.batch_tie_speed_margin:.0%} "
-            f"of the fastest tied ({times})")
+    return (f"it trains faster here ({_g(mine * 1e6)} vs {_g(theirs * 1e6)} µs per training example in these runs) "
+            "and scored no worse than the smaller tied batch, so it ranks first")
 
 
 def _g(value: float | None) -> str:
