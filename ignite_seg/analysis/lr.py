@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
 from ..storage.schemas import LRSweepFile
-from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure
+from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure, wide_log_axis
 from .stats import Band, mean_band
 
 if TYPE_CHECKING:
@@ -123,6 +123,7 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
         mark_range_and_divergence(ax, info, legend)
     ax.set_xscale("log")
     ax.set_xlim(info.lrs[0], info.lrs[-1])
+    wide_log_axis(ax.xaxis, info.lrs[0], info.lrs[-1])
     ax.set_xlabel("learning rate (log scale)")
     label = info.loss_label if which == "loss" else "perf (held-out slice of the train set)"
     ax.set_ylabel(textwrap.fill(label, 28))  # two short lines fit a video frame's height
@@ -150,6 +151,7 @@ def plot_lr_sweep(info: LRSweepInfo, dpi: float = 110) -> Figure:
         dax.axhline(0, color="grey", lw=0.8)
         mark_range_and_divergence(dax, info, legend=False)
         dax.set_xscale("log")
+        wide_log_axis(dax.xaxis, info.lrs[0], info.lrs[-1])
         dax.set_xlabel("learning rate (log scale)")
         dax.set_ylabel(f"d {which} / d log10(lr)")
         dax.legend(fontsize=8, loc="best", framealpha=0.85)

@@ -53,6 +53,21 @@ def test_plot_lr_sweep_log_x_bands_labelled_with_n():
     assert all(ax.get_xlabel() == "learning rate (log scale)" for ax in fig.axes[2:])
 
 
+def test_a_wide_log_axis_drops_its_minor_ticks_and_a_narrow_one_keeps_them():
+    from matplotlib.ticker import NullLocator
+
+    from ignite_seg.analysis._mpl import new_figure, wide_log_axis
+
+    fig = plot_lr_sweep(lr_sweep_info(lr_sweep_arrays()))  # a sweep over 4+ decades: decades labelled only
+    assert all(isinstance(ax.xaxis.get_minor_locator(), NullLocator) for ax in fig.axes)
+    assert all(len(ax.get_xticklabels()) >= 3 for ax in fig.axes[2:])
+    narrow = new_figure(3, 2).subplots()
+    narrow.set_xscale("log")
+    narrow.set_xlim(1e-3, 5e-3)  # half a decade: its minor ticks may be the only labelled ones
+    wide_log_axis(narrow.xaxis, 1e-3, 5e-3)
+    assert not isinstance(narrow.xaxis.get_minor_locator(), NullLocator)
+
+
 def test_the_lr_sweeps_mean_ends_where_most_repeats_diverged():
     """ignite-simple's mnist example: 5 of 8 repeats diverged near lr 0.42 and the 3 left sat at ~0 loss; the
     'mean of 8 repeats' then jumped to theirs. The mean (and its band) stops where the majority is gone,
