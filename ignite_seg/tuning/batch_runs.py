@@ -107,7 +107,8 @@ def _halve(
     """Rank the rung's candidates, record the rung in ``search``; the survivors (indices into the candidates)."""
     cands = search.bss
     # candidates tied with the best (within batch_tie_tol, or not worse by the paired test over the
-    # repeats) rank first: the fastest per example (batch_tie_prefer="faster") or the smallest batch
+    # repeats) rank first, the smallest batch first unless a larger tied one scored no worse and trains
+    # faster per example (batch_tie_prefer="faster")
     faster = s.batch_tie_prefer == "faster"
     ranked = [int(i) for i in rank_with_ties(cands, perfs, losses, s.batch_score, s.batch_tie_tol,
                                              paired_test=s.batch_tie_test, cost=cost if faster else None,
@@ -123,9 +124,9 @@ def _halve(
         tie = (f"batch {cands[ranked[0]]} is within batch_tie_tol={s.batch_tie_tol} of the best scored "
                f"{cands[by_score[0]]} ({s.batch_score})" + (" or not worse at 95% by a paired t-test over the "
                "repeats" if s.batch_tie_test and s.batch_rn_min_inits > 1 else "")
-               + ("; ties rank the fastest per example first (a smaller batch within "
-                  f"batch_tie_speed_margin={s.batch_tie_speed_margin} of its speed before it)" if faster
-                  else "; ties rank the smaller batch size first"))
+               + "; ties rank the smaller batch size first" + (
+                   ", unless a larger one scored no worse and trains faster per example (by more than "
+                   f"batch_tie_speed_margin={s.batch_tie_speed_margin})" if faster else ""))
     search.rungs.append(Rung(
         budget_epochs=budget, batch_sizes=[cands[i] for i in alive],
         mean_perf={str(cands[i]): float(np.nanmean(perfs[:, i])) for i in alive},
