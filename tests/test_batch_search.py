@@ -166,3 +166,35 @@ def test_schedule_from_dataset_size():
     assert choose_schedule(10, train_examples=30_000, min_epochs=5, max_epochs=100, cycles=1) == (100.0, 100)
     cyc, ep = choose_schedule(1437, train_examples=30_000, min_epochs=5, max_epochs=100, cycles=4)
     assert ep == 24 and math.isclose(cyc * 4, ep)
+
+
+def test_the_search_compares_each_candidates_fastest_run(monkeypatch):
+    """Timings of concurrent runs on a loaded machine can invert in one rung: the search keeps each
+    candidate's least seconds per example over the rungs, so one slow run does not decide."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from ignite_seg import get_preset
+    from ignite_seg.tuning import batch_runs
+
+    s = dataclasses.replace(get_preset("fast"), batch_rn_min_inits=1)
+    nan = np.nan
+    rungs = iter([
+        # rung 1: 8 and 16 tied, 16 scored better and ran faster; 32 far behind
+        (np.array([[0.9, 0.9, 0.8]]), np.array([[0.226, 0.225, 0.288]]), np.array([[150e-6, 79e-6, 34e-6]])),
+        # rung 2: 16 scored better again, but its run was slowed by other load (160 vs 121 µs)
+        (np.array([[0.95, 0.95, nan]]), np.array([[0.1229, 0.1216, nan]]), np.array([[121e-6, 160e-6, nan]])),
+    ])
+    monkeypatch.setattr(batch_runs, "_scores", lambda t, cands, tasks, alive: next(rungs))
+    t = SimpleNamespace(s=s, recipe=None, seed=0, misc=SimpleNamespace(record=lambda **kw: None))
+    search = batch_runs.batch_search(t, [8, 16, 32], 0.1, 0.3, 2.0)
+    assert search.chosen == 16
+    assert search.seconds_per_example.tolist() == pytest.approx([121e-6, 79e-6, 34e-6])
+    assert search.rungs[-1].seconds_per_example == pytest.approx({"8": 121e-6, "16": 79e-6})
+    # told to prefer the smaller batch: the timings do not matter
+    rungs = iter([
+        (np.array([[0.9, 0.9, 0.8]]), np.array([[0.226, 0.225, 0.288]]), np.array([[150e-6, 79e-6, 34e-6]])),
+        (np.array([[0.95, 0.95, nan]]), np.array([[0.1229, 0.1216, nan]]), np.array([[121e-6, 60e-6, nan]])),
+    ])
+    t.s = dataclasses.replace(s, batch_tie_prefer="smaller")
+    assert batch_runs.batch_search(t, [8, 16, 32], 0.1, 0.3, 2.0).chosen == 8

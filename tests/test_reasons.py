@@ -59,7 +59,7 @@ def test_a_tie_won_by_speed_says_so_with_the_timings():
     d = batch_decision(RUNS, 70.0, 32, [rung])
     assert d.rule == "tie"
     assert d.reason == ("tied with 16 within 3% (held-out loss 0.218 vs 0.215); it trains faster here (35 vs 61 µs "
-                        "per training example in these runs) and scored no worse than the smaller tied batch, so it "
+                        "per training example, each one's fastest run) and scored no worse than the smaller tied batch, so it "
                         "ranks first")
     # the smaller one kept (it scored better than the faster ones): the smaller-batch sentence
     timed = dataclasses.replace(_last_rung(0.41, 0.40, kept=8), seconds_per_example={"8": 64e-6, "16": 40e-6})

@@ -222,8 +222,8 @@ class Rung(JsonSection):
     mean_perf: dict[str, float | None] | None = optional()
     mean_loss: dict[str, float | None] | None = optional()
     ranked_by: str | None = optional()
-    #: ``{str(batch size): mean seconds per training example of its runs}`` (what a tie preferring the
-    #: faster compared; absent in folders written before session 11)
+    #: ``{str(batch size): the least seconds per training example of its runs so far}`` (what a tie
+    #: preferring the faster compared; other load only slows a run; absent in folders before session 11)
     seconds_per_example: dict[str, float | None] | None = absent_ok()
     kept: list[int] | None = optional()
     best_by_score: int | None = optional()

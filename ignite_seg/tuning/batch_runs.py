@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -41,13 +42,16 @@ class BatchSearch:
     rung_budgets: list[float] = dataclasses.field(default_factory=list)
     rung_perfs: list[np.ndarray] = dataclasses.field(default_factory=list)  # each (R, C), NaN where not run
     rung_losses: list[np.ndarray] = dataclasses.field(default_factory=list)
+    #: per candidate, the least seconds per training example of its runs so far (NaN: none timed): other
+    #: load on the machine only slows a run, so the fastest run is the best measure of what a batch costs
+    seconds_per_example: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     rungs: list[Rung | RungNote] = dataclasses.field(default_factory=list)
 
 
 def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, budget: float) -> BatchSearch:
     """Successive halving over ``cands``: score all for ``budget`` epochs, keep the best 1/eta with eta times the
     budget, until one is left."""
-    search = BatchSearch(list(cands), cands[0])
+    search = BatchSearch(list(cands), cands[0], seconds_per_example=np.full(len(cands), np.nan))
     if len(cands) == 1:
         search.rungs.append(RungNote("a single candidate: no runs needed"))
         return search
@@ -64,7 +68,10 @@ def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, bud
             for c in alive for r in range(t.s.batch_rn_min_inits)
         ]
         perfs, losses, cost = _scores(t, cands, tasks, alive)
-        survivors = _halve(t.s, search, alive, budget, perfs, losses, cost)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # candidates without a timed run
+            search.seconds_per_example = np.fmin(search.seconds_per_example, np.nanmin(cost, axis=0))
+        survivors = _halve(t.s, search, alive, budget, perfs, losses)
         t.misc.record(batch_size=BatchSearchProgress(candidates=cands, rungs=list(search.rungs)))
         if len(survivors) == 1:
             search.chosen = cands[int(survivors[0])]
@@ -102,7 +109,7 @@ def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask],
 
 def _halve(
     s: HyperparameterSettings, search: BatchSearch, alive: np.ndarray, budget: float, perfs: np.ndarray,
-    losses: np.ndarray, cost: np.ndarray,
+    losses: np.ndarray,
 ) -> np.ndarray:
     """Rank the rung's candidates, record the rung in ``search``; the survivors (indices into the candidates)."""
     cands = search.bss
@@ -110,6 +117,7 @@ def _halve(
     # repeats) rank first, the smallest batch first unless a larger tied one scored no worse and trains
     # faster per example (batch_tie_prefer="faster")
     faster = s.batch_tie_prefer == "faster"
+    cost = search.seconds_per_example
     ranked = [int(i) for i in rank_with_ties(cands, perfs, losses, s.batch_score, s.batch_tie_tol,
                                              paired_test=s.batch_tie_test, cost=cost if faster else None,
                                              speed_margin=s.batch_tie_speed_margin)
@@ -131,23 +139,21 @@ def _halve(
         budget_epochs=budget, batch_sizes=[cands[i] for i in alive],
         mean_perf={str(cands[i]): float(np.nanmean(perfs[:, i])) for i in alive},
         mean_loss={str(cands[i]): float(np.nanmean(losses[:, i])) for i in alive}, ranked_by=s.batch_score,
-        seconds_per_example={str(cands[i]): _finite_mean(cost[:, i]) for i in alive},
+        seconds_per_example={str(cands[i]): _finite(cost[i]) for i in alive},
         kept=[cands[i] for i in survivors], best_by_score=cands[by_score[0]], tie=tie,
     ))
     logger.info("batch sizes after %g epoch(s) (held-out perf / loss / µs per training example): %s; keeping %s",
                 budget, ", ".join(f"{cands[i]}: {np.nanmean(perfs[:, i]):.4f} / {np.nanmean(losses[:, i]):.4g} / "
-                                  f"{_micro(cost[:, i])}" for i in ranked),
+                                  f"{_micro(cost[i])}" for i in ranked),
                 [cands[i] for i in survivors])
     return survivors
 
 
-def _finite_mean(values: np.ndarray) -> float | None:
-    """The mean of the finite ``values``; None when there is none."""
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else None
+def _finite(value: float) -> float | None:
+    """``value`` as a float, or None when it is not finite (no timed run)."""
+    return float(value) if np.isfinite(value) else None
 
 
-def _micro(seconds: np.ndarray) -> str:
-    """The mean of the finite ``seconds`` in µs (3 significant digits), or "?" when none."""
-    mean = _finite_mean(seconds)
-    return "?" if mean is None else f"{mean * 1e6:.3g}"
+def _micro(seconds: float) -> str:
+    """``seconds`` in µs (3 significant digits), or "?" when not finite."""
+    return f"{seconds * 1e6:.3g}" if np.isfinite(seconds) else "?"

@@ -77,7 +77,7 @@ def _tie_order(s: HyperparameterSettings, last: Rung, chosen: int, best: int) ->
     mine, theirs = speed.get(str(chosen)), speed.get(str(best))
     if chosen < best or s.batch_tie_prefer != "faster" or mine is None or theirs is None:
         return "the smaller batch is ranked first"
-    return (f"it trains faster here ({_g(mine * 1e6)} vs {_g(theirs * 1e6)} µs per training example in these runs) "
+    return (f"it trains faster here ({_g(mine * 1e6)} vs {_g(theirs * 1e6)} µs per training example, each one's fastest run) "
             "and scored no worse than the smaller tied batch, so it ranks first")
 
 
