@@ -129,20 +129,20 @@ def test_train_custom_settings_search_and_rescan(tmp_path):
     bs = load(hp_dir / "bs_vs_perf.npz")
     assert bs["perfs"].shape == (2, 3) and np.isfinite(bs["perfs"]).all() and bs["perfs_smoothed"].shape == (3,)
     assert bs["bs_range"].tolist() == [int(sampled["bss"].min()), int(sampled["bss"].max())]
-    # the rescan ran at the chosen batch size and its range is the one used, unscaled
     lr = load(hp_dir / "lr_vs_perf.npz")
-    initial = load(hp_dir / "lr_vs_perf_initial.npz")
-    assert bool(lr["rescan"]) and int(lr["batch_size"]) == chosen and int(initial["batch_size"]) == 16
-    # at the first sweep's batch size the rescan pools its repeats with the first sweep's (same LR grid)
-    pooled = 2 if chosen == 16 else 0
-    check_lr_file(lr, SMALL, 2 + pooled)
-    check_lr_file(initial, SMALL, 2)
-    if pooled:
-        np.testing.assert_array_equal(lr["losses"][:2], initial["losses"])
-    assert [final["lr_start"], final["lr_end"]] == pytest.approx(lr["lr_range"].tolist())
     misc = strict_json(hp_dir / "misc.json")
-    assert misc["steps"]["lr_rescan"]["pooled_repeats"] == pooled
-    assert {"lr_range", "lr_rescan", "batch_size", "schedule"} <= set(misc["steps"])
+    if chosen == 16:  # the first sweep's own batch size: it measured that curve, no rescan
+        assert not bool(lr["rescan"]) and int(lr["batch_size"]) == 16
+        assert not (hp_dir / "lr_vs_perf_initial.npz").exists() and "lr_rescan" not in misc["steps"]
+        assert misc["steps"]["schedule"]["lr_how"] == "swept at batch size 16, the chosen one"
+    else:  # the rescan ran at the chosen batch size and its range is the one used, unscaled
+        initial = load(hp_dir / "lr_vs_perf_initial.npz")
+        assert bool(lr["rescan"]) and int(lr["batch_size"]) == chosen and int(initial["batch_size"]) == 16
+        check_lr_file(initial, SMALL, 2)
+        assert misc["steps"]["lr_rescan"]["pooled_repeats"] == 0 and misc["steps"]["lr_rescan"]["repeats_ok"] == 2
+    check_lr_file(lr, SMALL, 2)
+    assert [final["lr_start"], final["lr_end"]] == pytest.approx(lr["lr_range"].tolist())
+    assert {"lr_range", "batch_size", "schedule"} <= set(misc["steps"])
     assert misc["compute"]["examples"]["batch"] > 0 and misc["compute"]["total_task_seconds"] > 0
     assert final["epochs"] == SMALL.max_epochs  # 96 items: 30k examples would be 312 epochs, capped
 

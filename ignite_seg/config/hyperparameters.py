@@ -141,7 +141,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        sooner. ``"smaller"`` ranks the smallest first whatever the speed (no timings in the choice).
        ``batch_pts=0`` takes the grid point nearest that centre without runs.
     3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``);
-       when that is ``initial_batch_size`` the rescan's repeats are pooled with the first sweep's.
+       none when that is ``initial_batch_size`` (the first sweep measured that curve already).
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
 

@@ -173,7 +173,7 @@ class LRRangeStep(JsonSection):
     iterations: int | None = optional()
     repeats: int | None = optional()
     repeats_ok: int | None = optional()
-    pooled_repeats: int | None = optional()
+    pooled_repeats: int | None = optional()  # 0 since session 11 (no rescan at the first sweep's batch size)
     init_seeds: list[int] | None = optional()
     shared_init: bool | None = optional()
     chosen_on: str | None = optional()

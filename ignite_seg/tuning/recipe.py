@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Literal, Mapping, NamedTuple
 
 import numpy as np
 
@@ -182,11 +182,12 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
     b0 = t.s.initial_batch_size
     scaled = (f"swept at batch size {b0}, the chosen one" if batch_size == b0
               else f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})")
-    if t.s.rescan_lr_after_bs:
-        # at the sweep's own batch size the rescan measures the same curve again: pool the repeats
-        pooled = sweep.results if batch_size == b0 else []
+    # at the sweep's own batch size the first sweep measured that curve already: no rescan (pooling a
+    # rescan's repeats with it changed no 5-seed regret of the tuning bench by more than 0.0007,
+    # bench/RESULTS.md session 11, and cost as much as the first sweep)
+    if t.s.rescan_lr_after_bs and batch_size != b0:
         try:
-            rescan = _lr_range_test(t, batch_size, "rescan", pooled=pooled)
+            rescan = _lr_range_test(t, batch_size, "rescan")
         except TuningError as exc:
             # the first sweep found a range and the batch runs trained with it: a rescan that cannot
             # choose (e.g. a sweep too short for a slow learner to show its drop) refines nothing, so
@@ -197,8 +198,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
         else:
             sweep.file.write(t.hparams / LR_INITIAL_NPZ)
             rescan.file.write(t.hparams / LR_NPZ)
-            lr_how = f"rescanned at batch size {batch_size}" + (
-                f", pooled with the first sweep's {len(pooled)} repeat(s)" if pooled else "")
+            lr_how = f"rescanned at batch size {batch_size}"
             logger.info("learning rates %.4g -> %.4g (%s)", rescan.choice.lr_min, rescan.choice.lr_max, lr_how)
             return rescan.choice.lr_min, rescan.choice.lr_max, lr_how
     lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
@@ -263,7 +263,6 @@ class _Sweep:
     noise_scale: float
     noise_lrs: np.ndarray
     noise_values: np.ndarray
-    results: list[LRSweepResult]  # the repeats that ran (failed ones left out)
 
 
 @dataclass(frozen=True)
@@ -273,8 +272,7 @@ class _Curves:
     stage: Literal["lr", "rescan"]
     tasks: list[LRSweepTask]
     ordered: list[LRSweepResult]  # this sweep's repeats in task order, failed ones included
-    ok: list[LRSweepResult]  # pooled repeats of an earlier sweep first, then this sweep's that ran
-    n_pooled: int
+    ok: list[LRSweepResult]  # this sweep's repeats that ran
     lrs: np.ndarray
     stacked: dict[str, np.ndarray]
     window: int
@@ -294,14 +292,12 @@ class _Noise(NamedTuple):
 
 
 def _lr_range_test(
-    t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: Sequence[LRSweepResult] = (),
-    longer_after: str | None = None,
+    t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], longer_after: str | None = None,
 ) -> _Sweep:
-    """One LR range test; ``pooled``: repeats of an earlier sweep of the same batch size (and so the
-    same LR grid) to choose the range from together with this sweep's repeats; ``longer_after``: why
-    this sweep runs its full ``lr_sweep_len`` epochs (``lr_sweep_max_examples`` lifted), recorded."""
+    """One LR range test; ``longer_after``: why this sweep runs its full ``lr_sweep_len`` epochs
+    (``lr_sweep_max_examples`` lifted), recorded."""
     s = t.s
-    curves = _sweep(t, batch_size, stage, pooled, full_length=longer_after is not None)
+    curves = _sweep(t, batch_size, stage, full_length=longer_after is not None)
     # on the held-out loss (no batch-to-batch noise) or the training loss; each repeat is cut where
     # its training loss diverged either way
     held_out = s.lr_choose_on == "holdout"
@@ -323,13 +319,12 @@ def _lr_range_test(
                 f", first at lr {np.nanmin(stopped):.3g}" if n_div else ", none: consider a larger lr_end")
     keep = np.isfinite(noise.running)
     return _Sweep(choice, _sweep_file(curves, choice, stopped, held_out), noise.value, curves.lrs[keep],
-                  noise.running[keep], curves.ok)
+                  noise.running[keep])
 
 
-def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: Sequence[LRSweepResult],
-           full_length: bool = False) -> _Curves:
-    """Run the sweep's repeats in parallel; their curves stacked, with ``pooled`` ones first;
-    ``full_length``: ``lr_sweep_len`` epochs whatever ``lr_sweep_max_examples`` says."""
+def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], full_length: bool = False) -> _Curves:
+    """Run the sweep's repeats in parallel; their curves stacked; ``full_length``: ``lr_sweep_len``
+    epochs whatever ``lr_sweep_max_examples`` says."""
     s = t.s
     # lr_sweep_len epochs, at most lr_sweep_max_examples examples (unless full_length)
     plan = sweep_plan(dataclasses.replace(s, lr_sweep_max_examples=None) if full_length else s, t.n_fit, batch_size)
@@ -360,7 +355,7 @@ def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: 
     for r in ordered:
         if r.status == "failed":
             logger.warning("LR sweep repeat %s failed: %s", r.key, last_line(r.error))
-    ok = list(pooled) + [r for r in ordered if r.status != "failed"]
+    ok = [r for r in ordered if r.status != "failed"]
     if not ok:
         raise TuningError(
             f"every LR sweep repeat failed; the first error was:\n{ordered[0].error}\nFix the model, dataset or "
@@ -371,7 +366,7 @@ def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], pooled: 
         for k in ("holdout_losses", "perfs"):
             stacked[k] = fill_sampled(stacked[k], stacked["holdout_measured"])
     window = max(1, int(round(s.lr_smooth_frac * iterations))) | 1
-    return _Curves(stage, tasks, ordered, ok, len(pooled), geometric_lrs(s.lr_start, s.lr_end, iterations), stacked,
+    return _Curves(stage, tasks, ordered, ok, geometric_lrs(s.lr_start, s.lr_end, iterations), stacked,
                    window, plan.capped)
 
 
@@ -414,7 +409,7 @@ def _range_step(
     on_holdout = "held-out loss (train-set slice)"
     return LRRangeStep(
         batch_size=curves.batch_size, iterations=curves.lrs.size, repeats=len(curves.tasks),
-        repeats_ok=len(curves.ok) - curves.n_pooled, pooled_repeats=curves.n_pooled,
+        repeats_ok=len(curves.ok), pooled_repeats=0,
         init_seeds=[task.init_seed for task in curves.tasks], shared_init=s.lr_shared_init,
         chosen_on=on_holdout if held_out else "training loss",
         valley_located_on=on_holdout if held_out or choice.valley_on_other_curves
