@@ -56,6 +56,11 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
     if used is not None and used.settled_lr is not None:
         out.append(f"no divergence and the loss at its floor by lr {fmt(used.settled_lr)} (95% of its improvement "
                    "made): the window was moved below there, where the slope still means something")
+    if used is not None and used.plateau_lr is not None and used.plateau_perf is not None:
+        out.append(f"the loss sat on a floor from lr {fmt(used.plateau_lr[0])} to {fmt(used.plateau_lr[1])} before "
+                   f"diverging while the held-out perf did not improve ({fmt(used.plateau_perf[0])} at the start, "
+                   f"{fmt(used.plateau_perf[1])} on the floor): the network learned only its offset there, so the range "
+                   "was moved to the floor's top (the plateau rule)")
     if used is not None and used.anchored_at_loss_minimum:
         out.append("lr_max is the centre of the valley's bottom: the loss crept up past its minimum without "
                    "diverging, so the range ends at the minimum (located on the held-out loss)")

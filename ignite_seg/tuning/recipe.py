@@ -310,7 +310,7 @@ def _lr_range_test(
                      min_span_decades=s.lr_min_span_decades)
     holdout_losses = curves.stacked["holdout_losses"]
     choice = choose_lr_range(curves.lrs, curves.stacked["losses"], rule, curves=holdout_losses if held_out else None,
-                             valley_curves=None if held_out else holdout_losses)
+                             valley_curves=None if held_out else holdout_losses, perf_curves=curves.stacked["perfs"])
     stopped = np.array([
         float(r.arrays["lrs"][-1]) if r.status == "diverged" and r.arrays["lrs"].size else np.nan for r in curves.ok
     ])
@@ -318,9 +318,14 @@ def _lr_range_test(
     step = dataclasses.replace(_range_step(s, curves, choice, stopped, noise), longer_after=longer_after)
     t.misc.record(**{"lr_range" if stage == "lr" else "lr_rescan": step})
     n_div = int(np.isfinite(stopped).sum())
-    logger.info("LR range [%.4g, %.4g] (steepest at %.4g; %d of %d repeat(s) diverged%s)",
+    plateau = ""
+    if choice.plateau_lrs is not None and choice.plateau_perfs is not None:
+        (lo, hi), (p0, p_on) = choice.plateau_lrs, choice.plateau_perfs
+        plateau = (f"; moved to the top of the loss's floor (lr {lo:.3g} -> {hi:.3g}), where the held-out perf did not "
+                   f"improve ({p0:.3g} at the start, {p_on:.3g} on the floor): the plateau rule")
+    logger.info("LR range [%.4g, %.4g] (steepest at %.4g; %d of %d repeat(s) diverged%s)%s",
                 choice.lr_min, choice.lr_max, choice.steepest_lr, n_div, len(curves.ok),
-                f", first at lr {np.nanmin(stopped):.3g}" if n_div else ", none: consider a larger lr_end")
+                f", first at lr {np.nanmin(stopped):.3g}" if n_div else ", none: consider a larger lr_end", plateau)
     keep = np.isfinite(noise.running)
     return _Sweep(choice, _sweep_file(curves, choice, stopped, held_out), noise.value, curves.lrs[keep],
                   noise.running[keep], curves.ok)
@@ -426,9 +431,12 @@ def _range_step(
         points_used=choice.n_valid, range_hits_sweep_end=choice.hit_end,
         anchored_at_loss_minimum=choice.anchored_at_minimum,
         settled_lr=choice.settled_lr,
+        plateau_lr=None if choice.plateau_lrs is None else list(choice.plateau_lrs),
+        plateau_perf=None if choice.plateau_perfs is None else list(choice.plateau_perfs),
         rule=f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
              f"within {s.lr_window_decades} decades below the last usable lr (or below where the loss settled at its floor, "
-             "when it was flat there) and not past the valley floor",
+             "when it was flat there) and not past the valley floor; the top of a floor of a decade or more "
+             "where the held-out perf did not improve (the plateau rule), when the loss sat on one before diverging",
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",
