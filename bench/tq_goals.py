@@ -72,7 +72,7 @@ def cell_hparams(recipe: str, peak: float, batch: int, epochs: int, cycle: float
 
 
 def perfs_of(outcomes: list[Any]) -> np.ndarray:
-    return np.array([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outcomes])
+    return np.array([o.result.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan for o in outcomes])
 
 
 def summary(perfs: np.ndarray) -> dict[str, Any]:
@@ -199,7 +199,7 @@ def main() -> None:
             steps = misc["steps"]
             out["tuned"] = {**summary(perf), "recipe": hp.to_dict(), "tune_cpu": tune_cpu, "tune_wall": tune_wall,
                             "trials_cpu": trials_cpu, "task_seconds": misc["compute"]["total_task_seconds"],
-                            "lr_range": steps.get("lr_range"), "guard": steps.get("guard"),
+                            "lr_range": steps.get("lr_range"), "lr_rescan": steps.get("lr_rescan"), "guard": steps.get("guard"),
                             "batch_size": steps.get("batch_size"), "schedule": steps.get("schedule")}
             save()
             print(f"[tuned {args.task} {args.recipe}] {out['tuned']['mean']:.4f} ± {out['tuned']['sem']:.4f}, "

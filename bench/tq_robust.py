@@ -72,7 +72,7 @@ def _grid(runner: Any, task: dict[str, Any], args: Any) -> list[dict[str, Any]]:
                                   cycle_size_epochs=float(args.grid_epochs), epochs=args.grid_epochs,
                                   optimizer=s.optimizer, weight_decay=s.weight_decay, schedule=s.schedule,
                                   warmup_epochs=s.warmup_epochs, momentum=s.momentum)
-        res = _summary([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan
+        res = _summary([o.result.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan
                         for o in _run_trials(runner, task, [(hp, 7000 + t) for t in range(args.trials)])])
         rows.append({"peak": peak, **res})
         print(f"[grid {args.task} {args.recipe}] peak {peak:.3g}: val {res['mean']:.4f} ± {res['sem']:.4f}", flush=True)
@@ -124,7 +124,7 @@ def main() -> None:
                 recipes.append(hp)
         jobs = [(hp, 3000 + 10 * k + t) for k, hp in enumerate(recipes) for t in range(args.trials)]
         outcomes = _run_trials(runner, task, jobs)
-        out["tuned"] = _summary([o.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan
+        out["tuned"] = _summary([o.result.metrics.get("perf_val", np.nan) if o.status == "completed" else np.nan
                                  for o in outcomes])
         out["tuned"]["recipes"] = [hp.to_dict() for hp in recipes]
         out["tuned"]["loss_train"] = [o.metrics.get("loss_train", np.nan) for o in outcomes]
@@ -133,7 +133,7 @@ def main() -> None:
             adam = FixedHyperparameters(lr_start=1e-3, lr_end=1e-3, batch_size=64, cycle_size_epochs=float(epochs),
                                         epochs=epochs, optimizer="adamw", weight_decay=0.0, schedule="constant")
             anchor = _run_trials(runner, task, [(adam, 5000 + t) for t in range(len(jobs))])
-            out["anchor_adam_1e-3_b64"] = _summary([o.metrics.get("perf_val", np.nan) if o.status == "completed"
+            out["anchor_adam_1e-3_b64"] = _summary([o.result.metrics.get("perf_val", np.nan) if o.status == "completed"
                                                     else np.nan for o in anchor])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1, default=str))
