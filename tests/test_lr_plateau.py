@@ -9,7 +9,7 @@ from test_lr_range import logistic_curve, with_divergence
 
 from ignite_seg.tuning.lr_plateau import PLATEAU_DECADES, find_plateau
 from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range, geometric_lrs
-from ignite_seg.tuning.lr_valley import SETTLED_TOL
+from ignite_seg.tuning.lr_valley import VALLEY_BOTTOM_TOL
 
 RULE = RangeRule(window=9, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
 LRS = geometric_lrs(1e-4, 1.0, 400)
@@ -26,9 +26,9 @@ def floor_curve() -> np.ndarray:
 
 
 def floor_top(loss: np.ndarray) -> float:
-    """Where the rise leaves the floor: SETTLED_TOL of the improvement (from the first window's mean) above it."""
+    """Where the rise leaves the floor: VALLEY_BOTTOM_TOL of the improvement (from the first window's mean) above it."""
     gain = float(np.mean(loss[: RULE.window])) - 0.25
-    return X_RISE + math.sqrt(SETTLED_TOL * gain / A)
+    return X_RISE + math.sqrt(VALLEY_BOTTOM_TOL * gain / A)
 
 
 def test_a_loss_on_a_trivial_floor_with_no_held_out_gain_gets_the_floors_top():
@@ -44,7 +44,7 @@ def test_a_loss_on_a_trivial_floor_with_no_held_out_gain_gets_the_floors_top():
     assert math.log10(c.lr_min) == pytest.approx(math.log10(c.lr_max) - RULE.plateau_span_decades, abs=1e-9)
     assert c.lr_max < 10 ** (X_DIV - 0.3) and not c.hit_end and not c.anchored_at_minimum  # safely below divergence
     assert c.plateau_lrs is not None and c.plateau_perfs == pytest.approx((0.5, 0.5))
-    assert math.log10(c.plateau_lrs[0]) == pytest.approx(-3.6 + 0.1 * math.log(19), abs=0.05)
+    assert math.log10(c.plateau_lrs[0]) == pytest.approx(-3.6 + 0.1 * math.log(9), abs=0.05)
     assert c.plateau_lrs[1] == pytest.approx(c.lr_max)
 
 
@@ -66,8 +66,8 @@ def test_no_plateau_when_the_held_out_perf_rose():
     old = choose_lr_range(LRS, loss[None, :], RULE)
     c = choose_lr_range(LRS, loss[None, :], RULE, perf_curves=learned)
     assert c.plateau_lrs is None and (c.lr_min, c.lr_max) == (old.lr_min, old.lr_max)
-    # a perf that improves by more than 5% of its start only on the floor itself blocks the rule as well
-    late = (0.5 + 0.1 / (1 + np.exp(-(X + 2.8) / 0.1)))[None, :]
+    # a perf that improves by more than 10% of its start only on the floor itself blocks the rule as well
+    late = (0.5 + 0.15 / (1 + np.exp(-(X + 2.8) / 0.1)))[None, :]
     assert choose_lr_range(LRS, loss[None, :], RULE, perf_curves=late).plateau_lrs is None
 
 
@@ -98,8 +98,8 @@ def test_no_plateau_on_an_ordinary_sgd_curve():
 def test_find_plateau_needs_a_decade_and_a_finite_perf():
     x = np.linspace(-4.0, -1.0, 151)
     for width in (PLATEAU_DECADES - 0.1, PLATEAU_DECADES + 0.1):
-        rise = -3.3 + width  # the floor runs from ~-3.3 (the fall's 95%) to ~rise + 0.19
-        loss = 0.25 + 0.75 / (1 + np.exp((x + 3.6) / 0.1)) + np.where(x > rise - 0.19, (x - rise + 0.19) ** 2, 0.0)
+        top = -3.38 + width  # the floor runs from ~-3.38 (the fall's 90%) to top, where the rise is 0.1 x 0.74
+        loss = 0.25 + 0.75 / (1 + np.exp((x + 3.6) / 0.1)) + np.where(x > top - 0.27, (x - top + 0.27) ** 2, 0.0)
         p = find_plateau(x, loss, np.full(x.size, 0.5), 5)
         assert (p is not None) == (width > PLATEAU_DECADES)
     assert find_plateau(x, loss, None, 5) is None
