@@ -22,7 +22,7 @@ the ordinary choice:
 - the held-out perf, averaged over the floor, is no better than at the sweep's start by more than
   :data:`PLATEAU_PERF_TOL` of its starting level.
 
-The thresholds come from the stored sweeps of 31 real runs (bench/RESULTS.md, session 11): the RNN's floor
+The thresholds come from ~30 distinct stored sweeps of real runs (bench/RESULTS.md, session 11): the RNN's floor
 was 1.02 and 1.20 decades wide (two sweeps), every other floor that ended before the last usable LR at most
 0.56; the RNN's perf moved by -5% and +7% (which constant the network predicted: the slice's two class
 shares), the real learners' by +5% to +1470%, so the width decides those with a small perf gain.
