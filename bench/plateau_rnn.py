@@ -51,7 +51,7 @@ def _prepare(repo: Path, work: Path, dataset: Path | None) -> None:
     __import__(MODULE).dataset(True)
 
 
-def _tune(out: Path) -> dict[str, object]:
+def _tune(out: Path, seed: int) -> dict[str, object]:
     """The example's own ``single_gain(0.4)`` call (its ``fastest`` with 16 sweep repeats), 2 trials."""
     import ignite_seg
     import ignite_seg.hyperparams as hyperparameters
@@ -62,7 +62,7 @@ def _tune(out: Path) -> dict[str, object]:
     t0 = time.perf_counter()
     res = ignite_seg.train((MODULE, "model", (0.4,), {}), (MODULE, "dataset", (), {}), (MODULE, "loss", (), {}),
                            out / "tuned", hyperparameters=hp, analysis="none", allow_later_analysis_up_to="none",
-                           accuracy_style="classification", trials=2, trials_strict=True, cores=2, seed=0)
+                           accuracy_style="classification", trials=2, trials_strict=True, cores=2, seed=seed)
     h = res.hyperparameters
     perfs = [t.perf_val for t in res.completed]
     print(f"tuned: [{h.lr_start:.3g}, {h.lr_end:.3g}] batch {h.batch_size}: val perf {perfs} mean "
@@ -80,11 +80,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--dataset", type=Path, help="a saved (train, val) of the example (default: drawn with seed 0)")
     ap.add_argument("--tune", action="store_true", help="run the example's tuned train() instead of the ranges")
+    ap.add_argument("--seed", type=int, default=0, help="train()'s seed (the sweep's and the trials')")
     args = ap.parse_args()
     out = args.out.resolve()
     _prepare(args.repo.resolve(), out, args.dataset.resolve() if args.dataset else None)
     if args.tune:
-        (out / "tuned.json").write_text(json.dumps(_tune(out), indent=1))
+        (out / "tuned.json").write_text(json.dumps(_tune(out, args.seed), indent=1))
         return
     import ignite_seg
 
@@ -96,7 +97,7 @@ def main() -> None:
         res = ignite_seg.train((MODULE, "model", (0.4,), {}), (MODULE, "dataset", (), {}), (MODULE, "loss", (), {}),
                                out / f"run_{lo:g}_{hi:g}", hyperparameters=hp, analysis="none",
                                allow_later_analysis_up_to="none", accuracy_style="classification",
-                               trials=args.trials, trials_strict=True, cores=2, seed=0)
+                               trials=args.trials, trials_strict=True, cores=2, seed=args.seed)
         perfs = [t.perf_val for t in res.completed]
         rows.append({"lr_start": lo, "lr_end": hi, "val_perfs": perfs, "seconds": time.perf_counter() - t0})
         print(f"[{lo:g}, {hi:g}]: val perf {perfs} mean {sum(perfs) / max(len(perfs), 1):.4f} "
