@@ -174,6 +174,7 @@ def test_the_report_says_when_the_plateau_rule_moved_the_range():
     hp = {"lr_start": 0.0009, "lr_end": 0.0028}
     md = render_markdown(summary_info({}, hp, None, [], TunerFiles(misc=misc, lr=lr)))
     assert "floor from lr 0.00053 to 0.0056" in md and "(0.519 at the start, 0.489 on the floor)" in md
+    assert "chosen range [0.0018, 0.0056]: the top of the floor" in md and "steepest sustained" not in md
     step["plateau_lr"] = step["plateau_perf"] = None
     assert "plateau rule" not in render_markdown(summary_info({}, hp, None, [], TunerFiles(misc=misc, lr=lr)))
 

@@ -435,7 +435,7 @@ def _range_step(
         plateau_perf=None if choice.plateau_perfs is None else list(choice.plateau_perfs),
         rule=f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
              f"within {s.lr_window_decades} decades below the last usable lr (or below where the loss settled at its floor, "
-             "when it was flat there) and not past the valley floor; the top of a floor of a decade or more "
+             "when it was flat there) and not past the valley floor; the top of a floor of 0.8 decades or more "
              "where the held-out perf did not improve (the plateau rule), when the loss sat on one before diverging",
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
