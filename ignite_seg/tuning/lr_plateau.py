@@ -24,8 +24,9 @@ the ordinary choice:
 
 The thresholds come from ~30 distinct stored sweeps of real runs (bench/RESULTS.md, session 11): the RNN's floor
 was 1.02 and 1.20 decades wide (two sweeps), every other floor that ended before the last usable LR at most
-0.56; the RNN's perf moved by -5% and +7% (which constant the network predicted: the slice's two class
-shares), the real learners' by +5% to +1470%, so the width decides those with a small perf gain.
+0.56 but one (2.99, whose perf rose from 0.51 to 1.0); the RNN's perf moved by -5% and +7% (which constant the
+network predicted: the slice's two class shares), the real learners' by +5% to +1470%, so the width decides
+those with a small perf gain and the perf the wide floor of a network that learned.
 """
 from __future__ import annotations
 
