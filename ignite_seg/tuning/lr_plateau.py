@@ -36,7 +36,7 @@ import numpy as np
 
 from .lr_valley import MIN_POINTS, VALLEY_BOTTOM_TOL, start_and_minimum
 
-__all__ = ["PLATEAU_DECADES", "PLATEAU_PERF_TOL", "Plateau", "find_plateau"]
+__all__ = ["PLATEAU_DECADES", "PLATEAU_PERF_TOL", "Plateau", "find_plateau", "moved_to_plateau"]
 
 #: The floor must be at least this wide (decades of LR) to be a plateau.
 PLATEAU_DECADES = 0.8
@@ -87,3 +87,17 @@ def find_plateau(x: np.ndarray, loss: np.ndarray, perf: np.ndarray | None, windo
     if perf_on - perf_start > PLATEAU_PERF_TOL * abs(perf_start):
         return None  # the held-out perf improved: the network learned something on the way down
     return Plateau(float(x[lo]), float(x[hi]), perf_start, perf_on)
+
+
+def moved_to_plateau(plateau_lrs: tuple[float, float] | None, plateau_perfs: tuple[float, float] | None) -> str:
+    """The log's clause saying that the plateau rule moved the range ("" when it did not).
+
+    Example:
+        >>> moved_to_plateau((0.00048, 0.0051), (0.467, 0.497))[:44]
+        "; moved to the top of the loss's floor (lr 0"
+    """
+    if plateau_lrs is None or plateau_perfs is None:
+        return ""
+    (lo, hi), (p0, p_on) = plateau_lrs, plateau_perfs
+    return (f"; moved to the top of the loss's floor (lr {lo:.3g} -> {hi:.3g}), where the held-out perf did not "
+            f"improve ({p0:.3g} at the start, {p_on:.3g} on the floor): the plateau rule")
