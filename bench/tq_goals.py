@@ -222,7 +222,8 @@ def main() -> None:
             out["tuned"] = {**summary(perf), "recipe": hp.to_dict(), "tune_cpu": tune_cpu, "imports_cpu": imports_cpu,
                             "tune_wall": tune_wall,
                             "trials_cpu": trials_cpu, "task_seconds": misc["compute"]["total_task_seconds"],
-                            "lr_range": steps.get("lr_range"), "guard": steps.get("guard"),
+                            "lr_range": steps.get("lr_range"), "lr_rescan": steps.get("lr_rescan"),
+                            "guard": steps.get("guard"),
                             "batch_size": steps.get("batch_size"), "schedule": steps.get("schedule")}
             save()
             print(f"[tuned {args.task} {args.recipe}] {out['tuned']['mean']:.4f} ± {out['tuned']['sem']:.4f}, "

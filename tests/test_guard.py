@@ -163,6 +163,22 @@ def tuner_misc(misc):
     return TunerFiles(misc=misc)
 
 
+def test_the_report_says_when_the_plateau_rule_moved_the_range():
+    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
+
+    lrs = np.geomspace(1e-4, 10, 50)
+    lr = {"lrs": lrs, "losses": np.exp(-lrs)[None, :], "lr_range": np.array([0.0018, 0.0056]),
+          "diverged_lr": np.array([0.03])}
+    step = {"lr_min": 0.0018, "lr_max": 0.0056, "plateau_lr": [0.00053, 0.0056], "plateau_perf": [0.519, 0.489]}
+    misc = {"steps": {"lr_range": step}}
+    hp = {"lr_start": 0.0009, "lr_end": 0.0028}
+    md = render_markdown(summary_info({}, hp, None, [], TunerFiles(misc=misc, lr=lr)))
+    assert "floor from lr 0.00053 to 0.0056" in md and "(0.519 at the start, 0.489 on the floor)" in md
+    assert "chosen range [0.0018, 0.0056]: the top of the floor" in md and "steepest sustained" not in md
+    step["plateau_lr"] = step["plateau_perf"] = None
+    assert "plateau rule" not in render_markdown(summary_info({}, hp, None, [], TunerFiles(misc=misc, lr=lr)))
+
+
 def test_the_report_says_when_the_window_moved_below_the_settled_loss():
     from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
 

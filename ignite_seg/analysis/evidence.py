@@ -44,18 +44,28 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
     held_out = lr.choice_curve == "holdout_losses"
     used = steps.used_lr_range
     every = used.holdout_every if used is not None and used.holdout_every else 1  # None: an older folder
+    floor = (used.plateau_lr, used.plateau_perf) if used is not None else (None, None)
+    plateau = floor[0] is not None and floor[1] is not None
     out = [
         f"LR range test: {losses.shape[0]} repeat(s), {lrs.size} points from {fmt(lrs[0])} to {fmt(lrs[-1])} "
         "(geometric)",
-        f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: the steepest sustained improvement of the smoothed "
-        + (f"held-out loss (a slice of the training set, measured {_every(every)})" if held_out else "loss")
-        + " against log LR, within the window the rule looks in (misc.json: lr_range.rule)",
+        f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: "
+        + ("the top of the floor the loss sat on (the plateau rule, below)" if plateau else
+           "the steepest sustained improvement of the smoothed "
+           + (f"held-out loss (a slice of the training set, measured {_every(every)})" if held_out else "loss")
+           + " against log LR, within the window the rule looks in")
+        + " (misc.json: lr_range.rule)",
     ]
     if used is not None and used.longer_after:
         out.append(f"a longer sweep: {used.longer_after}")
     if used is not None and used.settled_lr is not None:
         out.append(f"no divergence and the loss at its floor by lr {fmt(used.settled_lr)} (95% of its improvement "
                    "made): the window was moved below there, where the slope still means something")
+    if floor[0] is not None and floor[1] is not None:
+        (lo, hi), (p0, p_on) = floor[0], floor[1]
+        out.append(f"the loss sat on a floor from lr {fmt(lo)} to {fmt(hi)} before diverging while the held-out perf "
+                   f"did not improve ({fmt(p0)} at the start, {fmt(p_on)} on the floor): the network learned only its "
+                   "offset there, so the range was moved to the floor's top (the plateau rule)")
     if used is not None and used.anchored_at_loss_minimum:
         out.append("lr_max is the centre of the valley's bottom: the loss crept up past its minimum without "
                    "diverging, so the range ends at the minimum (located on the held-out loss)")

@@ -197,6 +197,12 @@ class LRRangeStep(JsonSection):
     #: the LR where the loss settled at its floor, when the window was moved below it (a task learned
     #: within the sweep: the loss below the sweep's end was flat); None otherwise and in older folders
     settled_lr: float | None = optional()
+    #: ``[first, last]`` LR of the floor the loss sat on for a decade or more before diverging, without the
+    #: held-out perf improving, when the range was moved to its top (the plateau rule); None otherwise and in
+    #: older folders
+    plateau_lr: list[float] | None = optional()
+    #: the held-out perf at the sweep's start and its mean on that floor (None: the rule did not fire)
+    plateau_perf: list[float] | None = optional()
     rule: str | None = optional()
     noise_scale: float | None = optional()
     noise_scale_rule: str | None = optional()

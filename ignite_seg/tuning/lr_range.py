@@ -24,6 +24,7 @@ import numpy as np
 
 from ..exceptions import TuningError
 from ..smoothing import REGAIN_MIN_IMPROVEMENT, moving_average, nanmean
+from .lr_plateau import find_plateau
 from .lr_valley import MIN_POINTS, eligible_slopes, start_and_minimum
 
 __all__ = [
@@ -165,6 +166,11 @@ class LRRangeChoice:
     #: the LR where the loss settled at its floor, when the window was moved below it because the loss
     #: below the last usable LR was already flat (a task learned within the sweep); None otherwise
     settled_lr: float | None = None
+    #: ``(first, last)`` LR of the floor the loss sat on without the held-out perf improving, when the range
+    #: was moved to its top (:mod:`~ignite_seg.tuning.lr_plateau`); None otherwise
+    plateau_lrs: tuple[float, float] | None = None
+    #: the held-out perf at the sweep's start and its mean on that floor (None: the rule did not fire)
+    plateau_perfs: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +192,8 @@ class RangeRule:
             the first phase of training always looks steep). ``None``: the whole sweep.
         min_span_decades: an interval narrower than this is widened downwards (``lr_max`` kept),
             so that a cycle between the bounds still spans a useful range.
+        plateau_span_decades: when the plateau rule fires (``perf_curves`` given), the range is this many
+            decades (at least ``min_span_decades``) ending at the floor's top, and never below its start.
     """
 
     window: int
@@ -195,6 +203,7 @@ class RangeRule:
     min_improvement: float = 0.02
     window_decades: float | None = None
     min_span_decades: float = 0.0
+    plateau_span_decades: float = 0.5
 
 
 def choose_lr_range(
@@ -204,6 +213,7 @@ def choose_lr_range(
     *,
     curves: np.ndarray | None = None,
     valley_curves: np.ndarray | None = None,
+    perf_curves: np.ndarray | None = None,
 ) -> LRRangeChoice:
     """Choose ``[lr_min, lr_max]``, the interval of steepest sustained loss improvement.
 
@@ -221,11 +231,15 @@ def choose_lr_range(
             training loss the minimum can fall anywhere in the valley; on the benchmark's regression
             it anchored 2 of 10 ``fastest`` ranges a decade too low (bench/RESULTS.md, tuner session 3).
             Ignored where their mean is not finite.
+        perf_curves: the held-out perf (R, P; higher is better), cut like the others: with it, the plateau
+            rule (:mod:`~ignite_seg.tuning.lr_plateau`) moves the range to the top of a floor that the
+            loss sat on for a decade or more before diverging while the perf did not improve.
 
     Raises:
         TuningError: the loss is not finite from the start, diverges at once, or never improves.
     """
     lrs, losses, curves, valley_curves = _checked(lrs, losses, rule, curves, valley_curves)
+    perf_curves = _like(perf_curves, losses, "perf_curves")
     lo_lr, hi_lr = float(lrs[0]), float(lrs[-1])
     smoothed, diverged_lr = _cut_at_divergence(lrs, losses, curves, rule)
     mean = mean_curve(smoothed, min_frac=0.51)  # where most repeats still run: one stray repeat is not the mean
@@ -256,12 +270,21 @@ def choose_lr_range(
             f"lr_end={hi_lr * 10:.3g}, lr_sweep_len=12.0)."
         )
     x_lo, x_hi, hit_end = _interval(d, x, k, rule, x_stop)
+    plateau = None
+    if perf_curves is not None:
+        perf = mean_curve(np.where(np.isfinite(smoothed), smooth_curves(perf_curves, rule.window), np.nan), 0.51)
+        plateau = find_plateau(x, valley, perf[:n_valid], rule.window)
+    if plateau is not None:  # the floor's top, a span below it: no longer the steep fall to the trivial floor
+        x_hi, hit_end, x_stop = plateau.x_hi, False, None
+        x_lo = max(x_hi - max(rule.plateau_span_decades, rule.min_span_decades), plateau.x_lo)
     return LRRangeChoice(
         lr_min=float(10**x_lo), lr_max=float(10**x_hi), steepest_lr=float(lrs[k]), steepest_slope=float(d[k]),
         smoothed=smoothed, mean=mean, deriv=deriv, diverged_lr=diverged_lr, n_valid=n_valid,
         improvement=float(improvement), hit_end=hit_end, anchored_at_minimum=x_stop is not None,
         valley_on_other_curves=valley is not valid,
         settled_lr=None if x_settled is None else float(10**x_settled),
+        plateau_lrs=None if plateau is None else (float(10**plateau.x_lo), float(10**plateau.x_hi)),
+        plateau_perfs=None if plateau is None else (plateau.perf_start, plateau.perf_on),
     )
 
 

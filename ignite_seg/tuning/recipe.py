@@ -52,6 +52,7 @@ from .batch_search import LR_SCALING, batch_candidates, centre_batch, scale_lr
 from .budget import batch_budget_epochs, fill_sampled, sweep_plan
 from .context import TuneRun, derive_seed, last_line, run_tasks
 from .guard import guard_recipe
+from .lr_plateau import moved_to_plateau
 from .lr_range import (
     LossDidNotImprove,
     LRRangeChoice,
@@ -306,7 +307,7 @@ def _lr_range_test(
                      min_span_decades=s.lr_min_span_decades)
     holdout_losses = curves.stacked["holdout_losses"]
     choice = choose_lr_range(curves.lrs, curves.stacked["losses"], rule, curves=holdout_losses if held_out else None,
-                             valley_curves=None if held_out else holdout_losses)
+                             valley_curves=None if held_out else holdout_losses, perf_curves=curves.stacked["perfs"])
     stopped = np.array([
         float(r.arrays["lrs"][-1]) if r.status == "diverged" and r.arrays["lrs"].size else np.nan for r in curves.ok
     ])
@@ -314,9 +315,10 @@ def _lr_range_test(
     step = dataclasses.replace(_range_step(s, curves, choice, stopped, noise), longer_after=longer_after)
     t.misc.record(**{"lr_range" if stage == "lr" else "lr_rescan": step})
     n_div = int(np.isfinite(stopped).sum())
-    logger.info("LR range [%.4g, %.4g] (steepest at %.4g; %d of %d repeat(s) diverged%s)",
+    logger.info("LR range [%.4g, %.4g] (steepest at %.4g; %d of %d repeat(s) diverged%s)%s",
                 choice.lr_min, choice.lr_max, choice.steepest_lr, n_div, len(curves.ok),
-                f", first at lr {np.nanmin(stopped):.3g}" if n_div else ", none: consider a larger lr_end")
+                f", first at lr {np.nanmin(stopped):.3g}" if n_div else ", none: consider a larger lr_end",
+                moved_to_plateau(choice.plateau_lrs, choice.plateau_perfs))
     keep = np.isfinite(noise.running)
     return _Sweep(choice, _sweep_file(curves, choice, stopped, held_out), noise.value, curves.lrs[keep],
                   noise.running[keep])
@@ -421,9 +423,11 @@ def _range_step(
         points_used=choice.n_valid, range_hits_sweep_end=choice.hit_end,
         anchored_at_loss_minimum=choice.anchored_at_minimum,
         settled_lr=choice.settled_lr,
+        plateau_lr=list(choice.plateau_lrs or ()) or None, plateau_perf=list(choice.plateau_perfs or ()) or None,
         rule=f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
              f"within {s.lr_window_decades} decades below the last usable lr (or below where the loss settled at its floor, "
-             "when it was flat there) and not past the valley floor",
+             "when it was flat there) and not past the valley floor; the top of a floor of 0.8 decades or more "
+             "where the held-out perf did not improve (the plateau rule), when the loss sat on one before diverging",
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",

@@ -1,0 +1,108 @@
+"""The plateau rule on synthetic curves whose right answer is known (issue 25: a loss on a trivial floor)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_lr_range import logistic_curve, with_divergence
+
+from ignite_seg.tuning.lr_plateau import PLATEAU_DECADES, find_plateau
+from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range, geometric_lrs
+from ignite_seg.tuning.lr_valley import VALLEY_BOTTOM_TOL
+
+RULE = RangeRule(window=9, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
+LRS = geometric_lrs(1e-4, 1.0, 400)
+X = np.log10(LRS)
+#: the floor starts rising at X_RISE (quadratically, A per decade squared) and diverges past X_DIV
+X_RISE, A, X_DIV = -2.3, 1.0, -1.6
+
+
+def floor_curve() -> np.ndarray:
+    """gaussian_blobs_delayed_class's shape: an MSE falling from ~1 to the trivial 0.25 around lr 10**-3.6,
+    flat on that floor for over a decade, rising from 10**-2.3 and diverging."""
+    loss = logistic_curve(LRS, -3.6, 0.1, depth=0.75, top=1.0) + np.where(X > X_RISE, A * (X - X_RISE) ** 2, 0.0)
+    return with_divergence(LRS, loss, X_DIV)
+
+
+def floor_top(loss: np.ndarray) -> float:
+    """Where the rise leaves the floor: VALLEY_BOTTOM_TOL of the improvement (from the first window's mean) above it."""
+    gain = float(np.mean(loss[: RULE.window])) - 0.25
+    return X_RISE + math.sqrt(VALLEY_BOTTOM_TOL * gain / A)
+
+
+def test_a_loss_on_a_trivial_floor_with_no_held_out_gain_gets_the_floors_top():
+    # the held-out perf stays at chance all along: the network learned only its output offset. The old
+    # rule (no perf given) chose on the floor's flat lower part, near-zero slopes at the window's bottom (as
+    # on the RNN: [0.00055, 0.0017] at batch 16); the plateau rule the floor's top and half a decade below it
+    loss = floor_curve()
+    old = choose_lr_range(LRS, loss[None, :], RULE)
+    assert old.plateau_lrs is None and old.lr_max < 10 ** (floor_top(loss) - 0.4)
+    chance = np.full((1, LRS.size), 0.5)
+    c = choose_lr_range(LRS, loss[None, :], RULE, perf_curves=chance)
+    assert math.log10(c.lr_max) == pytest.approx(floor_top(loss), abs=0.05)
+    assert math.log10(c.lr_min) == pytest.approx(math.log10(c.lr_max) - RULE.plateau_span_decades, abs=1e-9)
+    assert c.lr_max < 10 ** (X_DIV - 0.3) and not c.hit_end and not c.anchored_at_minimum  # safely below divergence
+    assert c.plateau_lrs is not None and c.plateau_perfs == pytest.approx((0.5, 0.5))
+    assert math.log10(c.plateau_lrs[0]) == pytest.approx(-3.6 + 0.1 * math.log(9), abs=0.05)
+    assert c.plateau_lrs[1] == pytest.approx(c.lr_max)
+
+
+def test_the_plateau_rule_holds_on_noisy_repeats():
+    # 4 repeats with 5% batch noise on the loss and a 512-item slice's noise (sd 0.022) on a chance perf
+    rng = np.random.default_rng(0)
+    loss = floor_curve()[None, :] * np.exp(rng.normal(0, 0.05, (4, LRS.size)))
+    perf = 0.5 + rng.normal(0, 0.022, (4, LRS.size))
+    c = choose_lr_range(LRS, loss, RULE, perf_curves=perf)
+    assert c.plateau_lrs is not None
+    assert math.log10(c.lr_max) == pytest.approx(floor_top(floor_curve()), abs=0.1)
+
+
+def test_no_plateau_when_the_held_out_perf_rose():
+    # the same loss, but the held-out perf rose from chance to 0.9 with the fall (the network learned on the
+    # way down): the ordinary choice stands, unchanged
+    loss = floor_curve()
+    learned = (0.5 + 0.4 / (1 + np.exp(-(X + 3.6) / 0.1)))[None, :]
+    old = choose_lr_range(LRS, loss[None, :], RULE)
+    c = choose_lr_range(LRS, loss[None, :], RULE, perf_curves=learned)
+    assert c.plateau_lrs is None and (c.lr_min, c.lr_max) == (old.lr_min, old.lr_max)
+    # a perf that improves by more than 10% of its start only on the floor itself blocks the rule as well
+    late = (0.5 + 0.15 / (1 + np.exp(-(X + 2.8) / 0.1)))[None, :]
+    assert choose_lr_range(LRS, loss[None, :], RULE, perf_curves=late).plateau_lrs is None
+
+
+def test_no_plateau_on_a_task_learned_within_the_sweep():
+    # the mnist collapse case (tests/test_lr_range.py): nothing diverges and the loss sits at ~0 up to the
+    # sweep's end. Its floor runs to the last usable LR, so the rule does not fire whatever the perf says
+    # (the settled-window rule decides), and the range is the one without the perf
+    lrs = geometric_lrs(1e-4, 10.0, 500)
+    x = np.log10(lrs)
+    loss = logistic_curve(lrs, -1.8, 0.2, depth=2.3, top=2.3) + 1e-3 * 10 ** (-x / 2)
+    rule = RangeRule(window=15, diverge_th=2.0, regain=0.8, steep_frac=0.5, window_decades=1.0, min_span_decades=0.5)
+    old = choose_lr_range(lrs, loss[None, :], rule)
+    for perf in (0.1 + 0.9 / (1 + np.exp(-(x + 1.8) / 0.2)), np.full(lrs.size, 0.1)):
+        c = choose_lr_range(lrs, loss[None, :], rule, perf_curves=perf[None, :])
+        assert c.plateau_lrs is None and (c.lr_min, c.lr_max) == (old.lr_min, old.lr_max)
+        assert c.settled_lr is not None
+
+
+def test_no_plateau_on_an_ordinary_sgd_curve():
+    # a drop followed by a valley narrower than a decade, then divergence: even at chance perf (a slow task)
+    # the floor is too short to be a plateau, and the steepest stretch stands
+    loss = with_divergence(LRS, logistic_curve(LRS, -2.0, 0.3), -0.8)
+    old = choose_lr_range(LRS, loss[None, :], RULE)
+    c = choose_lr_range(LRS, loss[None, :], RULE, perf_curves=np.full((1, LRS.size), 0.5))
+    assert c.plateau_lrs is None and (c.lr_min, c.lr_max) == (old.lr_min, old.lr_max)
+
+
+def test_find_plateau_needs_a_decade_and_a_finite_perf():
+    x = np.linspace(-4.0, -1.0, 151)
+    for width in (PLATEAU_DECADES - 0.1, PLATEAU_DECADES + 0.1):
+        top = -3.38 + width  # the floor runs from ~-3.38 (the fall's 90%) to top, where the rise is 0.1 x 0.74
+        loss = 0.25 + 0.75 / (1 + np.exp((x + 3.6) / 0.1)) + np.where(x > top - 0.27, (x - top + 0.27) ** 2, 0.0)
+        p = find_plateau(x, loss, np.full(x.size, 0.5), 5)
+        assert (p is not None) == (width > PLATEAU_DECADES)
+    assert find_plateau(x, loss, None, 5) is None
+    nan_perf = np.full(x.size, 0.5)
+    nan_perf[60] = np.nan  # on the floor
+    assert find_plateau(x, loss, nan_perf, 5) is None
