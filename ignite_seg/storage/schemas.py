@@ -173,7 +173,7 @@ class LRRangeStep(JsonSection):
     iterations: int | None = optional()
     repeats: int | None = optional()
     repeats_ok: int | None = optional()
-    pooled_repeats: int | None = optional()  # 0 since session 11 (no rescan at the first sweep's batch size)
+    pooled_repeats: int | None = optional()  # 0 since session 11: no rescan at the first sweep's batch
     init_seeds: list[int] | None = optional()
     shared_init: bool | None = optional()
     chosen_on: str | None = optional()
@@ -197,9 +197,8 @@ class LRRangeStep(JsonSection):
     #: the LR where the loss settled at its floor, when the window was moved below it (a task learned
     #: within the sweep: the loss below the sweep's end was flat); None otherwise and in older folders
     settled_lr: float | None = optional()
-    #: ``[first, last]`` LR of the floor the loss sat on for a decade or more before diverging, without the
-    #: held-out perf improving, when the range was moved to its top (the plateau rule); None otherwise and in
-    #: older folders
+    #: ``[first, last]`` LR of the floor the loss sat on before diverging, without the held-out perf
+    #: improving, when the range was moved to its top (the plateau rule); None otherwise and in older folders
     plateau_lr: list[float] | None = optional()
     #: the held-out perf at the sweep's start and its mean on that floor (None: the rule did not fire)
     plateau_perf: list[float] | None = optional()
@@ -228,8 +227,7 @@ class Rung(JsonSection):
     mean_perf: dict[str, float | None] | None = optional()
     mean_loss: dict[str, float | None] | None = optional()
     ranked_by: str | None = optional()
-    #: ``{str(batch size): the least seconds per training example of its runs so far}`` (what a tie
-    #: preferring the faster compared; other load only slows a run; absent in folders before session 11)
+    #: ``{str(batch size): the least seconds per training example of its runs so far}`` (the tie rule's speeds)
     seconds_per_example: dict[str, float | None] | None = absent_ok()
     kept: list[int] | None = optional()
     best_by_score: int | None = optional()
