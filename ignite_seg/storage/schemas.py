@@ -197,10 +197,9 @@ class LRRangeStep(JsonSection):
     #: the LR where the loss settled at its floor, when the window was moved below it (a task learned
     #: within the sweep: the loss below the sweep's end was flat); None otherwise and in older folders
     settled_lr: float | None = optional()
-    #: ``[first, last]`` LR of the floor the loss sat on before diverging, without the held-out perf
-    #: improving, when the range was moved to its top (the plateau rule); None otherwise and in older folders
+    #: the plateau rule (None: it did not fire): ``[first, last]`` LR of the floor the loss sat on before
+    #: diverging, the range moved to its top; the held-out perf at the sweep's start and its mean on the floor
     plateau_lr: list[float] | None = optional()
-    #: the held-out perf at the sweep's start and its mean on that floor (None: the rule did not fire)
     plateau_perf: list[float] | None = optional()
     rule: str | None = optional()
     noise_scale: float | None = optional()
