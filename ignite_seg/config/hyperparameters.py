@@ -248,23 +248,14 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
         _check_int(self, "batch_eta", 2)
         _check_number(self, "batch_tie_tol", lambda v: 0 <= v < 1, "a relative tolerance in [0, 1) such as 0.03")
         _check_number(self, "batch_tie_speed_margin", lambda v: v >= 0, "a relative margin >= 0 such as 0.1")
-        if self.batch_tie_prefer not in ("faster", "smaller"):
-            raise ConfigError(
-                f"HyperparameterSettings.batch_tie_prefer must be 'faster' or 'smaller', got {self.batch_tie_prefer!r}."
-            )
-        if self.batch_score not in ("loss", "perf"):
-            raise ConfigError(
-                f"HyperparameterSettings.batch_score must be 'loss' or 'perf', got {self.batch_score!r}."
-            )
+        _check_choice(self, "batch_tie_prefer", ("faster", "smaller"))
+        _check_choice(self, "batch_score", ("loss", "perf"))
         for name in ("lr_shared_init", "batch_tie_test", "rescan_lr_after_bs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigTypeError(
                     f"HyperparameterSettings.{name} must be True or False, got {getattr(self, name)!r}."
                 )
-        if self.lr_choose_on not in ("holdout", "train"):
-            raise ConfigError(
-                f"HyperparameterSettings.lr_choose_on must be 'holdout' or 'train', got {self.lr_choose_on!r}."
-            )
+        _check_choice(self, "lr_choose_on", ("holdout", "train"))
         _check_int(self, "train_examples", 1)
         _check_int(self, "min_epochs", 1)
         _check_int(self, "max_epochs", self.min_epochs)
@@ -342,6 +333,12 @@ def _check_number(s: HyperparameterSettings, name: str, ok: Callable[[float], bo
         )
     if not ok(value):
         raise ConfigError(f"HyperparameterSettings.{name}={value!r} is out of range; use {fix}.")
+
+
+def _check_choice(s: HyperparameterSettings, name: str, choices: tuple[str, str]) -> None:
+    value = getattr(s, name)
+    if value not in choices:
+        raise ConfigError(f"HyperparameterSettings.{name} must be {choices[0]!r} or {choices[1]!r}, got {value!r}.")
 
 
 def _check_int(s: HyperparameterSettings, name: str, minimum: int) -> None:
