@@ -137,7 +137,7 @@ def test_sigint_to_a_sweep_with_points_at_once_stops_every_point_and_leaves_no_p
 
 
 def test_a_sweep_killed_with_two_points_mid_flight_continues_to_the_uninterrupted_result(tmp_path):
-    spec = {"pool": True, "at_once": 2, "grid": {"n_hidden": [4, 8]}, "trials": 4, "epochs": 4}
+    spec = {"pool": True, "at_once": 2, "grid": {"n_hidden": [4, 8]}, "trials": 4, "epochs": 30}
     reference = tmp_path / "reference"
     ref = _sweep_driver(reference, spec={**spec, "at_once": 1})  # one point at a time: the same numbers
     assert ref.returncode == 0, ref.stderr[-3000:]
