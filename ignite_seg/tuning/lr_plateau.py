@@ -1,6 +1,6 @@
 """The plateau rule of the LR range choice (pure numpy): a loss that sits on a trivial floor.
 
-Some sweeps' loss falls steeply, then lies flat on a floor for a decade or more before it diverges, while
+Some sweeps' loss falls steeply, then lies flat on a floor for about a decade before it diverges, while
 the held-out perf stays where it started: the network learned only its output offset (an MSE on 0/1
 targets at 0.25, the loss of predicting the constant 0.5), and the real learning needs more steps than the
 sweep gives it. The steepest stretch is then the fall to that trivial floor, and a range there trains

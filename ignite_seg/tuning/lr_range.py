@@ -233,7 +233,7 @@ def choose_lr_range(
             Ignored where their mean is not finite.
         perf_curves: the held-out perf (R, P; higher is better), cut like the others: with it, the plateau
             rule (:mod:`~ignite_seg.tuning.lr_plateau`) moves the range to the top of a floor that the
-            loss sat on for a decade or more before diverging while the perf did not improve.
+            loss sat on for ``PLATEAU_DECADES`` (0.8) decades or more before diverging while the perf did not improve.
 
     Raises:
         TuningError: the loss is not finite from the start, diverges at once, or never improves.
