@@ -20,6 +20,7 @@ from ignite_seg.engine.sweeps import (
     GradNorms,
     LRRangeTest,
     LRSweepTask,
+    NoiseSampling,
     NoiseTrainer,
     RecipeSpec,
     SweepRecorder,
@@ -43,7 +44,7 @@ def test_noise_trainer_update_is_the_full_batch_update_and_norms_are_exact():
     d = data()
     x, y = d.x[:32], d.y[:32]
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=4)
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), NoiseSampling(4))
     engine.run([(x, y)], max_epochs=1)
     # the twin takes one plain SGD step on the whole batch
     twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1)
@@ -67,7 +68,7 @@ def test_range_test_records_geometric_lrs_and_restores_model_and_optimizer():
     d = data()
     opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     opt_before = copy.deepcopy(opt.state_dict())
-    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=2)
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), NoiseSampling(2))
     rec = SweepRecorder(model, Scorer(loss_fn, "classification"), [(d.x[:16], d.y[:16])])
     test = LRRangeTest(1e-3, 1.0, 40, diverge_th=50.0, smooth_f=0.1, recorder=rec)
     with test.attach(engine, model, opt) as e:
@@ -106,7 +107,7 @@ def test_noise_trainer_keeps_typed_norms_on_itself_not_on_state():
     d = data()
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    engine = create_noise_trainer(model, opt, torch.nn.CrossEntropyLoss(), torch.device("cpu"), chunks=4)
+    engine = create_noise_trainer(model, opt, torch.nn.CrossEntropyLoss(), torch.device("cpu"), NoiseSampling(4))
     assert isinstance(engine, NoiseTrainer) and engine.grad_norms is None
     engine.run([(d.x[:32], d.y[:32])], max_epochs=1)
     assert isinstance(engine.grad_norms, GradNorms) and engine.grad_norms.b_big == 32.0
@@ -115,13 +116,38 @@ def test_noise_trainer_keeps_typed_norms_on_itself_not_on_state():
     assert engine.grad_norms is None
 
 
+def test_noise_trainer_measures_every_kth_step_and_trains_as_plain_sgd_between():
+    torch.manual_seed(0)
+    d = data()
+    model = mlp()
+    twin = copy.deepcopy(model)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), NoiseSampling(4, every=3))
+    rec = SweepRecorder(model, Scorer(loss_fn, "classification"), [(d.x[:16], d.y[:16])])
+    rec.attach(engine, opt)
+    batches = [(d.x[i:i + 16], d.y[i:i + 16]) for i in range(0, 64, 16)] * 2  # 8 steps of 16 items
+    engine.run(batches, max_epochs=1)
+    measured = np.isfinite(rec.arrays()["sq_small"])
+    assert measured.tolist() == [True, False, False, True, False, False, True, False]  # iterations 1, 4, 7
+    twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    for x, y in batches:  # the measured steps update on the chunks' mean gradient: plain SGD's
+        twin_opt.zero_grad()
+        loss_fn(twin(x), y).backward()
+        twin_opt.step()
+    for a, b in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="every >= 1"):
+        create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), NoiseSampling(4, every=0))
+
+
 def test_range_test_publishes_its_divergence_iteration():
     torch.manual_seed(0)
     d = data()
     model = mlp()
     loss_fn = torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=1)
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), NoiseSampling(1))
     rec = SweepRecorder(model, Scorer(loss_fn, "classification"), [(d.x[:16], d.y[:16])])
     test = LRRangeTest(1e-2, 1e6, 60, diverge_th=2.0, smooth_f=0.5, recorder=rec)
     assert test.diverged_at is None
@@ -172,7 +198,7 @@ def test_noise_trainer_splits_a_dict_batch_for_a_two_input_model_and_steps_on_th
     items = real_tasks.DictItems(32, 0)
     batch = {"a": items.a, "b": items.b, "label": items.y}
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), chunks=4,
+    engine = create_noise_trainer(model, opt, loss_fn, torch.device("cpu"), NoiseSampling(4),
                                   prepare_batch=real_tasks.dict_prepare)
     engine.run([batch], max_epochs=1)
     twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1)

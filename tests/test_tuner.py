@@ -300,6 +300,8 @@ def test_bad_presets_and_settings_raise_with_the_fix():
         HyperparameterSettings(lr_start=1.0, lr_end=0.1)
     with pytest.raises(ConfigError, match="noise_chunks"):
         dataclasses.replace(get_preset("fast"), initial_batch_size=2, noise_chunks=4)
+    with pytest.raises(ConfigError, match="noise_every"):
+        dataclasses.replace(get_preset("fast"), noise_every=0)
     with pytest.raises(ConfigError, match="lr_choose_on must be 'holdout' or 'train'"):
         dataclasses.replace(get_preset("fast"), lr_choose_on="val")
     with pytest.raises(ConfigError, match="batch_tie_tol"):

@@ -120,8 +120,9 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        below the divergence (further down, a sweep's loss falls because the model is young), and
        at least ``lr_min_span_decades`` wide. Perf is measured on a held-out slice
        of the *training* set (``holdout_frac``, at most ``holdout_max`` items).
-    2. the **gradient noise scale**, from each batch split into ``noise_chunks`` chunks (EMA weight
-       ``1 - noise_ema_beta`` along the sweep, the median before divergence), and ``batch_pts`` candidates on the grid
+    2. the **gradient noise scale**, from every ``noise_every``-th batch of the sweep split into
+       ``noise_chunks`` chunks (the steps between are plain updates; EMA weight ``1 - noise_ema_beta``
+       per measured step, the median before divergence), and ``batch_pts`` candidates on the grid
        ``batch_start * batch_step**k <= batch_end`` around ``noise_batch_frac`` times it (at a
        fixed number of examples, a batch of ``B`` makes the progress of ``1 / (1 + B / B_noise)``
        of the examples, McCandlish et al. eq. 2.11: 80% at a quarter of the noise scale), each scored by
@@ -188,6 +189,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     holdout_max: int = 512
     # gradient noise scale and batch-size search
     noise_chunks: int = 4
+    noise_every: int = 2
     noise_ema_beta: float = 0.95
     noise_batch_frac: float = 0.25
     batch_start: int = 8
@@ -237,6 +239,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
                 f"noise_chunks={self.noise_chunks!r}; each chunk needs at least one example. Raise "
                 "initial_batch_size or lower noise_chunks."
             )
+        _check_int(self, "noise_every", 1)
         _check_number(self, "noise_ema_beta", lambda v: 0 <= v < 1, "a value in [0, 1) such as 0.95")
         _check_number(self, "noise_batch_frac", lambda v: v > 0, "a positive fraction such as 0.25")
         _check_int(self, "batch_start", 1)

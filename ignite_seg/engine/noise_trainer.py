@@ -15,7 +15,7 @@ from ignite.engine import Engine
 
 from .batching import PrepareBatch, default_prepare_batch
 
-__all__ = ["GradNorms", "NoiseTrainer", "create_noise_trainer", "splittable", "split_input"]
+__all__ = ["GradNorms", "NoiseSampling", "NoiseTrainer", "create_noise_trainer", "splittable", "split_input"]
 
 
 class GradNorms(NamedTuple):
@@ -25,6 +25,24 @@ class GradNorms(NamedTuple):
     sq_big: float  #: ``|mean g_c|²``, the whole batch's
     b_small: float  #: examples per chunk
     b_big: float  #: examples in the batch
+
+
+class NoiseSampling(NamedTuple):
+    """Which steps of a noise trainer measure the gradient noise, and how.
+
+    Example:
+        >>> NoiseSampling(chunks=4, every=2).measures(3), NoiseSampling(chunks=4, every=2).measures(4)
+        (True, False)
+    """
+
+    #: each measured batch is split into this many chunks (1: no step measures)
+    chunks: int
+    #: iterations 1, ``1 + every``, ``1 + 2 every``, ... measure; the steps between are plain updates
+    every: int = 1
+
+    def measures(self, iteration: int) -> bool:
+        """Whether the step of ``iteration`` (1-based, as ignite counts) measures the norms."""
+        return self.chunks > 1 and (iteration - 1) % self.every == 0
 
 
 class NoiseTrainer(Engine):
@@ -40,19 +58,20 @@ def create_noise_trainer(
     optimizer: torch.optim.Optimizer,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     device: torch.device,
-    chunks: int,
+    sampling: NoiseSampling,
     prepare_batch: PrepareBatch | None = None,
     grad_clip_norm: float | None = None,
     amp: bool = False,
 ) -> NoiseTrainer:
     """An ``Engine`` whose step is one SGD update on the batch's mean gradient, computed chunk by chunk.
 
-    The batch of ``B`` is split into ``chunks`` chunks of ``B / chunks``; with ``g_c`` the chunk
-    gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step keeps
+    On the steps ``sampling`` measures, the batch of ``B`` is split into ``sampling.chunks`` chunks
+    of ``B / chunks``; with ``g_c`` the chunk gradients, the update uses ``mean(g_c)`` (the batch gradient), and the step keeps
     ``trainer.grad_norms = GradNorms(mean |g_c|², |mean g_c|², B / chunks, B)``, the squared norms at
-    two batch sizes from which :mod:`ignite_seg.tuning.noise_scale` estimates the noise scale. Batches
-    that do not split evenly, and every batch with ``chunks=1`` (a sweep that needs no noise
-    scale), get plain updates and no norms. Raw batches go through ``prepare_batch`` (ignite's
+    two batch sizes from which :mod:`ignite_seg.tuning.noise_scale` estimates the noise scale. The
+    other steps (``sampling.every`` > 1: on a small model a measured step costs about three plain
+    ones), batches that do not split evenly, and every batch with ``chunks=1`` (a sweep that needs
+    no noise scale) get plain updates and no norms. Raw batches go through ``prepare_batch`` (ignite's
     default when ``None``); an input ``x`` is split along its first dimension, tensor by tensor
     inside tuples, lists and dicts (an input of any other type gets plain updates).
 
@@ -60,6 +79,9 @@ def create_noise_trainer(
     (the sweep trains as the trials will): the norms are measured on the raw (unscaled, unclipped)
     chunk gradients, then the batch gradient is clipped before the step.
     """
+    if sampling.chunks < 1 or sampling.every < 1:
+        raise ValueError(f"create_noise_trainer needs chunks >= 1 and every >= 1, got {sampling!r}")
+    chunks = sampling.chunks
     params = [p for p in model.parameters() if p.requires_grad]
     prepare = prepare_batch or default_prepare_batch
     update = _Update(optimizer, params, device, grad_clip_norm, amp)
@@ -68,8 +90,9 @@ def create_noise_trainer(
         model.train()
         x, y = prepare(batch, device, True)
         n = int(y.shape[0])
-        k = chunks if n % chunks == 0 and n >= 2 * chunks and splittable(x, n) else 1
-        if k == 1:  # a plain update: no norms to measure (chunks=1, or a batch that does not split)
+        measured = sampling.measures(engine.state.iteration) and n % chunks == 0 and n >= 2 * chunks
+        k = chunks if measured and splittable(x, n) else 1
+        if k == 1:  # a plain update: no norms to measure (chunks=1, not due, or a batch that does not split)
             optimizer.zero_grad(set_to_none=True)
             loss = update.backward(lambda: loss_fn(model(x), y))
             update.step()

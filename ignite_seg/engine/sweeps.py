@@ -44,7 +44,7 @@ from ..runtime.workers import report_progress
 from ..smoothing import DivergenceMonitor
 from .batching import Batches, BatchSource, PrepareBatch
 from .handlers import CurveRecorder, DivergenceStop, output_loss
-from .noise_trainer import GradNorms, NoiseTrainer, create_noise_trainer
+from .noise_trainer import GradNorms, NoiseSampling, NoiseTrainer, create_noise_trainer
 from .scoring import AccuracyStyle, Scorer
 from .trainer import (
     SNAPSHOT_POINTS,
@@ -110,6 +110,8 @@ class LRSweepTask:
     device_index: int = 0
     #: measure the held-out slice every this many iterations (and after the first and the last)
     holdout_every: int = 1
+    #: measure the gradient noise (``noise_chunks`` > 1) every this many iterations, from the first
+    noise_every: int = 1
 
 
 @dataclass
@@ -358,8 +360,9 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
         prep = _prepare(task.recipe, task.init_seed, task.device_index)
         result.prepare_seconds = time.perf_counter() - t0
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
-        engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device, task.noise_chunks,
-                                      prep.prepare_batch, task.recipe.options.grad_clip_norm, task.recipe.options.amp)
+        engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device,
+                                      NoiseSampling(task.noise_chunks, task.noise_every), prep.prepare_batch,
+                                      task.recipe.options.grad_clip_norm, task.recipe.options.amp)
         recorder = SweepRecorder(prep.model, prep.scorer, prep.holdout, task.holdout_every)
         test = LRRangeTest(task.lr_start, task.lr_end, task.iterations, task.diverge_th, task.smooth_f, recorder,
                            task.diverge_regain)

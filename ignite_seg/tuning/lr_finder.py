@@ -40,6 +40,9 @@ __all__ = ["lr_range_test", "RangeTestResult", "restored", "torch_threads", "edg
 
 #: Gradient chunks per batch for the noise scale (small batches: batch_size / CHUNKS).
 CHUNKS = 4
+#: The noise is measured on every NOISE_EVERY-th step, from the first (the ``fast`` preset's
+#: ``noise_every``); the steps between are plain updates, a third of the cost on a small model.
+NOISE_EVERY = get_preset("fast").noise_every
 #: A repeat stops once its held-out loss exceeds this many times its minimum (or is not finite).
 STOP_FACTOR = 4.0
 
@@ -161,7 +164,7 @@ def lr_range_test(
         optimizer: the optimizer to sweep (its learning rate is overwritten during the test and
             restored after); ``None``: plain SGD.
         batch_size: the batch size the range is for (at least 4; a multiple of 4 measures the
-            noise scale, from 4 chunks of each batch).
+            noise scale, from 4 chunks of every second batch).
         lr_start, lr_end: the sweep's bounds (geometric steps).
         steps: optimizer steps per repeat.
         repeats: sweeps, each from the same initial weights, on its own batch order.
@@ -323,7 +326,8 @@ def _sweep(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable
             group["lr"] = float(lr)
         x, y = feed.prepare(feed.source.take(feed.order[i].tolist()), feed.device, False)
         model.train()
-        out["losses"][i], out["sq_small"][i], out["sq_big"][i] = _chunked_grad(model, loss_fn, params, x, y)
+        chunks = CHUNKS if i % NOISE_EVERY == 0 else 1  # the noise measured on every NOISE_EVERY-th step
+        out["losses"][i], out["sq_small"][i], out["sq_big"][i] = _chunked_grad(model, loss_fn, params, x, y, chunks)
         opt.step()
         held_loss = _held_out_loss(model, loss_fn, feed.held)
         out["holdout_losses"][i] = held_loss
@@ -354,14 +358,14 @@ def _length(y: Any) -> int | None:
 
 
 def _chunked_grad(model: torch.nn.Module, loss_fn: Callable[..., Any], params: list[Any], x: Any,
-                  y: Any) -> tuple[float, float, float]:
+                  y: Any, chunks: int) -> tuple[float, float, float]:
     """Set the batch's mean gradient on ``params``; return the loss and the squared gradient norms
-    of the chunks (their mean) and of the batch, for the noise scale (NaN when the batch does not
-    split into ``CHUNKS`` equal chunks)."""
+    of the chunks (their mean) and of the batch, for the noise scale (NaN when ``chunks`` is 1 or
+    the batch does not split into ``chunks`` equal chunks)."""
     import torch
 
     n = _length(y)
-    k = CHUNKS if n is not None and n % CHUNKS == 0 and splittable(x, n) else 1
+    k = chunks if n is not None and n % chunks == 0 and splittable(x, n) else 1
     total: list[Any] = [torch.zeros_like(p) for p in params]
     losses, sq_chunks = [], []
     for cx, cy in zip(split_input(x, k), split_input(y, k)):

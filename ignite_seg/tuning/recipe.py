@@ -342,7 +342,7 @@ def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], full_len
             data_seed=derive_seed(t.seed, stage, "data", r), batch_size=batch_size, lr_start=s.lr_start,
             lr_end=s.lr_end, iterations=iterations, diverge_th=s.diverge_th, diverge_regain=s.diverge_regain,
             smooth_f=smooth_f, noise_chunks=s.noise_chunks if stage == "lr" else 1, device_index=r,
-            holdout_every=plan.holdout_every,
+            holdout_every=plan.holdout_every, noise_every=s.noise_every,
         )  # the noise scale comes from the first sweep; a rescan needs only its losses (plain updates)
         for r in range(s.lr_min_inits)
     ]
