@@ -46,3 +46,21 @@ def test_a_silent_task_still_draws_the_warning_naming_only_it(monkeypatch, caplo
 
 def test_report_progress_outside_a_pool_task_is_a_no_op():
     report_progress(3, 10)  # the caller's own process: nothing to report to, nothing raised
+
+
+def test_an_engine_in_a_pool_task_reports_its_steps_and_one_outside_attaches_nothing(monkeypatch, caplog):
+    from progress_tasks import engine_steps
+
+    from ignite_seg.engine.handlers import REPORT_EVERY_STEPS
+
+    monkeypatch.setattr(execution, "STALL_WARNING_S", 0.6)
+    monkeypatch.setattr(execution, "POLL_S", 0.1)
+    seen: list[dict] = []
+    with TaskRunner(1) as runner:
+        out = list(runner.map_unordered(engine_steps, [(2.0, 100)], key=lambda t: "engine", on_progress=lambda p: seen.append(dict(p))))
+    assert out == [1]  # one handler, though report_steps was called twice
+    steps = [p["engine"] for p in seen if "engine" in p]
+    assert len(steps) >= 3 and all(total == 100 for _, total in steps)
+    assert all(d % REPORT_EVERY_STEPS == 0 or d == 100 for d, _ in steps)
+    assert "no task has finished" not in caplog.text
+    assert engine_steps((0.0, 5)) == 0  # the caller's own process: no handler paid on every step

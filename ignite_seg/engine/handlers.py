@@ -4,7 +4,8 @@
   :class:`~ignite_seg.smoothing.DivergenceMonitor`, once the monitor's EMA rules say the loss
   diverged; the iteration is kept in its typed attribute ``diverged_at``;
 * :class:`CurveRecorder` is the base of the recorders that append one float per key per
-  measurement; :meth:`CurveRecorder.arrays` turns the lists into float64 arrays.
+  measurement; :meth:`CurveRecorder.arrays` turns the lists into float64 arrays;
+* :func:`report_steps` tells the driver how many steps a run of the default pool has done.
 
 Each ``attach()`` is safe to call twice; the live values are typed attributes of the handler,
 not ad-hoc attributes of ``engine.state``.
@@ -17,9 +18,10 @@ from typing import ClassVar
 import numpy as np
 from ignite.engine import Engine, Events
 
+from ..runtime.workers import report_progress, reports_progress
 from ..smoothing import DivergenceMonitor
 
-__all__ = ["output_loss", "DivergenceStop", "CurveRecorder"]
+__all__ = ["output_loss", "DivergenceStop", "CurveRecorder", "report_steps", "REPORT_EVERY_STEPS"]
 
 
 def output_loss(engine: Engine) -> float:
@@ -86,3 +88,23 @@ class CurveRecorder:
     def arrays(self) -> dict[str, np.ndarray]:
         """The lists as float64 arrays, by key."""
         return {k: np.asarray(v, dtype=np.float64) for k, v in self.records.items()}
+
+
+def report_steps(engine: Engine, total: int) -> None:
+    """Tell the driver, while ``engine`` runs, how many of its ``total`` iterations are done
+    (:func:`~ignite_seg.runtime.workers.report_progress`: at most every few seconds); safe to call twice.
+    Outside a task of the default pool (another executor, the caller's own process) nothing is attached:
+    every step would pay for a report that goes nowhere."""
+    if reports_progress() and not engine.has_event_handler(_report, Events.ITERATION_COMPLETED):
+        engine.add_event_handler(Events.ITERATION_COMPLETED, _report, total)
+
+
+#: Steps between two looks at the clock of :func:`_report` (a report goes out at most every
+#: ``PROGRESS_EVERY_S`` seconds; a step of a small model takes well under a millisecond).
+REPORT_EVERY_STEPS = 8
+
+
+def _report(engine: Engine, total: int) -> None:
+    done = engine.state.iteration
+    if done % REPORT_EVERY_STEPS == 0 or done == total:
+        report_progress(done, total)

@@ -40,10 +40,9 @@ from torch.utils.data import Subset
 
 from ..config.hyperparameters import TrainingOptions
 from ..config.specs import LoaderSpec
-from ..runtime.workers import report_progress
 from ..smoothing import DivergenceMonitor
 from .batching import Batches, BatchSource, PrepareBatch
-from .handlers import CurveRecorder, DivergenceStop, output_loss
+from .handlers import CurveRecorder, DivergenceStop, output_loss, report_steps
 from .noise_trainer import GradNorms, NoiseSampling, NoiseTrainer, create_noise_trainer
 from .scoring import AccuracyStyle, Scorer
 from .trainer import (
@@ -256,18 +255,6 @@ class SweepRecorder(CurveRecorder):
     def _score(self) -> tuple[float, float]:
         scores = self.scorer.measure(self.model, self.holdout)
         return scores["loss"], scores["perf"]
-
-
-def report_steps(engine: Engine, total: int) -> None:
-    """Tell the driver, while ``engine`` runs, how many of its ``total`` iterations are done
-    (:func:`~ignite_seg.runtime.workers.report_progress`: at most every few seconds, a no-op
-    outside the default pool); safe to call twice."""
-    if not engine.has_event_handler(_report, Events.ITERATION_COMPLETED):
-        engine.add_event_handler(Events.ITERATION_COMPLETED, _report, total)
-
-
-def _report(engine: Engine, total: int) -> None:
-    report_progress(engine.state.iteration, total)
 
 
 class LRRangeTest:

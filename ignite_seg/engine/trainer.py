@@ -27,7 +27,6 @@ and ``state_dict`` bytes) and writes no file.
 """
 from __future__ import annotations
 
-import contextlib
 import io
 import math
 import os
@@ -47,14 +46,13 @@ from ignite.utils import manual_seed
 from ..config.hyperparameters import FixedHyperparameters, OptimizerSpec
 from ..config.specs import LoaderSpec
 from ..exceptions import CheckpointWriteError
-from ..runtime.workers import report_progress
 from ..storage.records import TrialResult
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
 from .best import attach_best
 from .checkpoints import attach_checkpoints
 from .ema import attach_ema
 from .epoch_log import EpochLog
-from .handlers import DivergenceStop
+from .handlers import DivergenceStop, report_steps
 from .models import as_model
 from .recorders import HiddenRecorder, ThroughTimeRecorder, final_key, part_names
 from .schedules import build_scheduler
@@ -158,7 +156,10 @@ def create_trainer(
         # the model is put in training mode once (Events.STARTED); evaluations restore the mode
         x, y = prepare(batch, device, True)
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=amp_dtype) if amp else contextlib.nullcontext():
+        if amp:
+            with torch.autocast(device.type, dtype=amp_dtype):
+                loss = loss_fn(model(x), y)
+        else:  # no context manager on the plain path: three Python calls a step
             loss = loss_fn(model(x), y)
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -360,8 +361,7 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
     registered = _attach_user_handlers(task, engine, recorder, (model, eval_model, optimizer), output_dir)
     checkpoints = attach_checkpoints(task, engine, saved, batches, iters_per_epoch, registered)
     outcome.result = replace(outcome.result, checkpoints=checkpoints)
-    engine.add_event_handler(Events.ITERATION_COMPLETED,  # steps done, for the driver's stall warning
-                             lambda e: report_progress(e.state.iteration, e.state.max_epochs * e.state.epoch_length))
+    report_steps(engine, hp.epochs * iters_per_epoch)  # steps done, for the driver's bar and stall warning
 
     engine.run(batches, max_epochs=hp.epochs)
 

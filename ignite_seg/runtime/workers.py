@@ -27,7 +27,7 @@ from .logs import labelled
 __all__ = [
     "StartMethod", "choose_start_method", "other_threads", "start_method", "prestart", "driver_identity", "guard_worker", "worker_pool", "kill_processes",
     "second_interrupt_exits", "server_may_start", "LIVE_WORKERS", "init_trial_worker", "warm_up", "announce_and_call", "die_with_parent",
-    "TaskProgress", "report_progress", "PROGRESS_EVERY_S",
+    "TaskProgress", "report_progress", "reports_progress", "PROGRESS_EVERY_S",
 ]
 
 logger = logging.getLogger(__name__)
@@ -272,6 +272,11 @@ def announce_and_call(key: Hashable, fn: Callable[[Any], Any], task: Any, label:
             return fn(task)
     finally:
         _current_key = None
+
+
+def reports_progress() -> bool:
+    """Whether this is a task of the default pool, whose :func:`report_progress` reaches the driver."""
+    return _started_queue is not None and _current_key is not None
 
 
 def report_progress(done: int, total: int) -> None:
