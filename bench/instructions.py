@@ -8,7 +8,7 @@ the per-epoch figure is the difference over the difference of epochs (fixed cost
 Needs valgrind, its headers and gcc; takes about 10 minutes (the uninstrumented imports are slow
 under valgrind). Under valgrind torch runs its AVX2 kernels whatever the CPU has.
 
-    PYTHONPATH=. python bench/instructions.py [--epochs 3 7] [--tree /path/to/another/checkout]
+    PYTHONPATH=. python bench/instructions.py [--epochs 3 7] [--tree /path/to/another/checkout] [--as-pool-task]
 """
 from __future__ import annotations
 
@@ -30,10 +30,22 @@ void stop_dump(const char *label) { CALLGRIND_TOGGLE_COLLECT; CALLGRIND_DUMP_STA
 """
 
 
-def _inside(shim: str, epochs: list[int], what: str) -> None:
+class _NullQueue:
+    """The announcement queue of a pool worker, minus the pipe: what a report costs the step is counted."""
+
+    def put(self, item: object) -> None:
+        pass
+
+
+def _inside(shim: str, epochs: list[int], what: str, as_pool_task: bool = False) -> None:
     """Under valgrind: run every loop at both epoch (or unit) counts, one dump per run."""
     sys.path.insert(0, HERE)
     import torch
+
+    if as_pool_task:  # the loops run as inside a task of the default pool: the progress reports are on
+        from ignite_seg.runtime import workers
+
+        workers._started_queue, workers._current_key = _NullQueue(), "instructions"  # type: ignore[assignment]
 
     torch.set_num_threads(1)
     lib = ctypes.CDLL(shim)
@@ -61,11 +73,14 @@ def main() -> None:
     ap.add_argument("--what", choices=("loops", "components"), default="loops",
                     help="per_step.py's loops (per epoch) or components.py's parts of a step (per unit)")
     ap.add_argument("--tree", default=None, help="measure the package of another checkout")
+    ap.add_argument("--as-pool-task", action="store_true",
+                    help="run the loops as a task of the default pool runs them (its progress reports on); "
+                         "default: as in the caller's own process")
     ap.add_argument("--inside", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.epochs = args.epochs or ([4, 12] if args.what == "components" else [3, 7])
     if args.inside:
-        _inside(args.inside, args.epochs, args.what)
+        _inside(args.inside, args.epochs, args.what, args.as_pool_task)
         return
     work = tempfile.mkdtemp(prefix="instructions_")
     shim = os.path.join(work, "libcgctl.so")
@@ -75,7 +90,8 @@ def main() -> None:
     env = dict(os.environ, **({"PER_STEP_TREE": os.path.abspath(args.tree)} if args.tree else {}))
     subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                     f"--callgrind-out-file={work}/cg.%p", sys.executable, os.path.abspath(__file__),
-                    "--inside", shim, "--what", args.what, "--epochs", *map(str, args.epochs)],
+                    "--inside", shim, "--what", args.what, "--epochs", *map(str, args.epochs),
+                    *(["--as-pool-task"] if args.as_pool_task else [])],
                    env=env, check=True, stdout=subprocess.DEVNULL)
     print(f"callgrind files (one per loop and epoch count, for callgrind_annotate): {work}")
     counts = {}
@@ -101,7 +117,8 @@ def main() -> None:
     from per_step import PATHS
 
     per_epoch = per_unit
-    print(f"package: {args.tree or os.path.dirname(HERE)}; instructions per epoch (epochs {e1} and {e2}):")
+    where = "as a task of the default pool" if args.as_pool_task else "in the caller's process"
+    print(f"package: {args.tree or os.path.dirname(HERE)}; instructions per epoch (epochs {e1} and {e2}), {where}:")
     for name, n in per_epoch.items():
         print(f"  {name:14s} {n / 1e6:7.1f} M")
     for path in PATHS:

@@ -4,6 +4,9 @@
 # caller (the default where safe since session 9; the variable unset), interleaved per pair and repeat, so that the
 # machine's load moves all three alike. Prints one line per run and the ratios per pair.
 # usage: bench/start_methods.sh SEG_PYTHON [REPS] [PEERS_DIR]   (SEG_PYTHON: a python that imports this ignite_seg)
+# METHODS="default" runs only the default start method. SEED_BY_REP=1 gives ignite_seg the seed REP-1 in
+# repeat REP (ignite-simple is unseeded: each of its runs is a draw; with a fixed seed ours is one draw
+# repeated), so the val accuracies of a run compare draw against draw.
 set -euo pipefail
 PY=${1:?python that imports this ignite_seg}; REPS=${2:-1}; PEERS=${3:-/work/shared/peers}
 OUT=${OUT:-/tmp/start_methods}; mkdir -p "$OUT"
@@ -13,11 +16,13 @@ for rep in $(seq "$REPS"); do
     load=$(cut -d" " -f1 /proc/loadavg)
     peer=$(bash "$PEERS/ignite_simple/run.sh" "$1" "$2" | tail -1)
     line="rep $rep $1 $2 load $load | peer $(python3 -c 'import json,sys; p=json.loads(sys.argv[1]); print(p["wall_s"], p["val_perf_mean"])' "$peer")"
-    for method in forkserver default; do  # default: the variable unset (this job: forked from the caller)
+    seed=0; if [ "${SEED_BY_REP:-0}" = 1 ]; then seed=$((rep - 1)); fi
+    line="$line | seed $seed"
+    for method in ${METHODS:-forkserver default}; do  # default: the variable unset (this job: forked from the caller)
       rm -rf "$OUT/run-$method"
       if [ "$method" = default ]; then unset IGNITE_SEG_START_METHOD; else export IGNITE_SEG_START_METHOD=$method; fi
       /usr/bin/time -f '%e' -o "$OUT/time" env PYTHONPATH="$PEERS/ignite_seg" \
-          MPLBACKEND=Agg "$PY" "$PEERS/ignite_seg/digits.py" "$1" "$2" --folder "$OUT/run-$method/current" \
+          MPLBACKEND=Agg "$PY" "$PEERS/ignite_seg/digits.py" "$1" "$2" --seed "$seed" --folder "$OUT/run-$method/current" \
           > "$OUT/out-$method.json" 2> "$OUT/log-$method-$rep-$1.txt"
       line="$line | $method $(tail -1 "$OUT/time") $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["val_perf_mean"])' "$OUT/out-$method.json")"
     done

@@ -18,6 +18,10 @@ The task (:mod:`bench.cost_task`): synthetic 3x32x32 images of 10 classes, a 2-c
 * ``run``: real ``ignite_seg.tune`` runs (2 cores), the compute ``misc.json`` records, and the
   choice: ``--sizes 2000 --presets fastest,fast --variants before,after --seeds 0,1``;
   ``--task digits`` tunes the digits MLP instead.
+* ``train``: one real ``ignite_seg.train`` call per size and preset (tune + 2 trials, 2 cores, no
+  analysis): the tune's worker seconds (``misc.json``) against the 2 trials' own seconds (each trial's
+  clock in its worker, one torch thread), and the call's wall: ``--part train --sizes 2000,20000,50000
+  --presets fast``.
 * ``sampling``: digits, four repeats of ``fast``'s first sweep recorded at every step; the range
   chosen on the held-out curve sampled every 1, 2, 4, 8, 16 steps (the sampling's effect alone).
 
@@ -169,6 +173,46 @@ def part_run(task: str, sizes: list[int], presets: list[str], variants: list[str
     return rows
 
 
+def part_train(sizes: list[int], presets: list[str], seed: int) -> list[dict[str, Any]]:
+    """Per size and preset, one ``train()`` call: what the tune cost against the trials it chose for.
+    The preset ``untuned`` is the default a user would write instead (Adam at 1e-3, batch 64, constant, 5
+    epochs: issue 25's anchor), through the same call."""
+    import numpy as np
+
+    import ignite_seg
+
+    untuned = ignite_seg.FixedHyperparameters(lr_start=1e-3, lr_end=1e-3, batch_size=64, cycle_size_epochs=5.0,
+                                              epochs=5, optimizer="adamw", weight_decay=0.0, schedule="constant")
+    rows = []
+    for n in sizes:
+        specs = task_specs(n)
+        for preset in presets:
+            with tempfile.TemporaryDirectory(prefix="ignite_seg_cost_") as tmp:
+                t0 = time.perf_counter()
+                res = ignite_seg.train(specs["model"], specs["dataset"], specs["loss"], folder=Path(tmp) / "r",
+                                       hyperparameters=untuned if preset == "untuned" else preset, trials=TRIALS,
+                                       cores=2, analysis="none", seed=seed)
+                wall = time.perf_counter() - t0
+                misc_path = Path(tmp) / "r/hparams/misc.json"
+                misc = json.loads(misc_path.read_text()) if misc_path.exists() else {}
+            hp = res.hyperparameters
+            compute = misc.get("compute", {"total_task_seconds": 0.0, "total_wall_seconds": 0.0})
+            trial_s = float(sum(t.seconds for t in res.completed))
+            tune_s = float(compute["total_task_seconds"])
+            row = {"n": n, "preset": preset, "seed": seed, "call_wall_s": wall, "tune_worker_s": tune_s,
+                   "tune_wall_s": compute["total_wall_seconds"], "trials_worker_s": trial_s,
+                   "tune_over_trials": tune_s / trial_s, "compute": compute, "val_sem": float(
+                       np.std([t.perf_val for t in res.completed], ddof=1) / math.sqrt(len(res.completed))), "lr_start": hp.lr_start,
+                   "lr_end": hp.lr_end, "batch_size": hp.batch_size, "epochs": hp.epochs,
+                   "val_perf": [t.perf_val for t in res.completed]}
+            rows.append(row)
+            print(f"[train] n={n} {preset} seed {seed}: lr {hp.lr_start:.4g} -> {hp.lr_end:.4g}, batch "
+                  f"{hp.batch_size}, {hp.epochs} epochs; tune {tune_s:.1f} worker-s ({row['tune_wall_s']:.1f} s wall), "
+                  f"2 trials {trial_s:.1f} worker-s: tune / trials {row['tune_over_trials']:.2f}x; call {wall:.1f} s; "
+                  f"val {np.mean(row['val_perf']):.4f} ± {row['val_sem']:.4f}", flush=True)
+    return rows
+
+
 def part_sampling(repeats: int = 4) -> list[dict[str, Any]]:
     """Digits, ``fast``'s first sweep recorded at every step in this process; the range chosen on the
     held-out curve sampled every 1, 2, 4, 8, 16 steps and interpolated (the sampling's effect alone)."""
@@ -235,6 +279,9 @@ def main() -> None:
                         [int(x) for x in args.seeds.split(",")])
         name = f"run_{args.task}_{args.sizes.replace(',', '-')}_{args.presets.replace(',', '-')}.json"
         (out / name).write_text(json.dumps(rows, indent=1))
+    if "train" in parts:
+        rows = part_train([int(x) for x in args.sizes.split(",")], presets, int(args.seeds.split(",")[0]))
+        (out / f"train_{args.sizes.replace(',', '-')}_{args.presets.replace(',', '-')}.json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
