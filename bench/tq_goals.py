@@ -145,6 +145,7 @@ def reeval(runner: Any, task: dict[str, Any], g: dict[str, Any], args: Any, cycl
 def main() -> None:
     from bench.tq_anchors import tpe_anchor
     from bench.tq_robust import ROBUST_TASKS
+    from bench.tq_unseen_tasks import UNSEEN_TASKS
     from bench.tune_quality import TASKS, _epochs, _facts, _run_trials, _specs, seconds_of, worker_cpu_seconds
     from ignite_seg import FixedHyperparameters
     from ignite_seg.api import WORKER_PRELOAD
@@ -153,6 +154,7 @@ def main() -> None:
     from ignite_seg.tuning.recipe import choose_recipe
 
     TASKS.update(ROBUST_TASKS)
+    TASKS.update(UNSEEN_TASKS)
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", required=True)
     ap.add_argument("--recipe", default="sgd", choices=sorted(RECIPES))

@@ -1,0 +1,118 @@
+"""Tasks the tuner was never developed on (issue 25: "our own checks use tasks you have not seen"),
+importable by worker processes. Each is a recipe a user might bring, not one that suits the tuner:
+
+* ``wine``: scikit-learn's wine (178 items, 13 features, 3 classes), standardised on the training
+  split; an MLP with BatchNorm and dropout;
+* ``diabetes``: scikit-learn's diabetes regression (442 items, 10 features), inputs and target
+  standardised on the training split; a tanh MLP, MSE;
+* ``shapes``: 1x16x16 images of four shapes (square, cross, ring, bar) drawn at a random place
+  under noise, **augmented on every read** (a random shift and flip in ``__getitem__``: a ``Dataset``,
+  not tensors, so batches go through a DataLoader); a CNN with BatchNorm.
+
+The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+
+def _split(x: np.ndarray, y: np.ndarray, n_val: int, seed: int) -> tuple[np.ndarray, ...]:
+    order = np.random.default_rng(seed).permutation(len(x))
+    tr, va = order[n_val:], order[:n_val]
+    mu, sd = x[tr].mean(0), x[tr].std(0) + 1e-8
+    return (x[tr] - mu) / sd, y[tr], (x[va] - mu) / sd, y[va]
+
+
+def wine_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import load_wine
+
+    d = load_wine()
+    xt, yt, xv, yv = _split(d.data, d.target, 58, 3)
+    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor(yt)),
+            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor(yv)))
+
+
+def wine_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(13, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 3))
+
+
+def diabetes_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes()
+    xt, yt, xv, yv = _split(d.data, d.target, 142, 4)
+    mu, sd = yt.mean(), yt.std()
+
+    def tensors(x: np.ndarray, y: np.ndarray) -> TensorDataset:
+        return TensorDataset(torch.tensor(x, dtype=torch.float32), torch.tensor((y - mu) / sd, dtype=torch.float32)[:, None])
+
+    return tensors(xt, yt), tensors(xv, yv)
+
+
+def diabetes_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 1))
+
+
+def _shape(kind: int, size: int = 16) -> np.ndarray:
+    img = np.zeros((size, size), np.float32)
+    yy, xx = np.mgrid[:size, :size] - 3.5
+    if kind == 0:  # square
+        img[:8, :8] = 1.0
+    elif kind == 1:  # cross
+        img[3:5, :8] = img[:8, 3:5] = 1.0
+    elif kind == 2:  # ring
+        r = np.sqrt(yy**2 + xx**2)
+        img[(r > 2.0) & (r < 3.6)] = 1.0
+    else:  # bar
+        img[3:5, :8] = 1.0
+    return img
+
+
+class Shapes(Dataset):
+    """``n`` items of four shape classes; a fixed placement and noise per item, and, when ``augment``,
+    a fresh random shift (up to 2 pixels) and horizontal flip on every read."""
+
+    def __init__(self, n: int, seed: int, augment: bool) -> None:
+        g = np.random.default_rng(seed)
+        self.y = g.integers(0, 4, n)
+        self.pos = g.integers(0, 9, (n, 2))
+        self.noise = g.normal(0.0, 0.6, (n, 16, 16)).astype(np.float32)
+        self.augment = augment
+        self.shapes = [_shape(k) for k in range(4)]
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        img = np.zeros((16, 16), np.float32)
+        r, c = self.pos[i]
+        img[r : r + 8, c : c + 8] = self.shapes[self.y[i]][:8, :8]
+        img = img + self.noise[i]
+        if self.augment:
+            dr, dc = np.random.randint(-2, 3, 2)
+            img = np.roll(img, (int(dr), int(dc)), axis=(0, 1))
+            if np.random.rand() < 0.5:
+                img = img[:, ::-1]
+        return torch.from_numpy(np.ascontiguousarray(img))[None], int(self.y[i])
+
+
+def shapes_dataset() -> tuple[Shapes, Shapes]:
+    return Shapes(2000, 11, augment=True), Shapes(500, 12, augment=False)
+
+
+def shapes_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(32 * 4 * 4, 4))
+
+
+UNSEEN_TASKS = {
+    name: {"model": ("bench.tq_unseen_tasks", f"{name}_model", (), {}),
+           "dataset": ("bench.tq_unseen_tasks", f"{name}_dataset", (), {}),
+           "loss": ("torch.nn", "MSELoss" if name == "diabetes" else "CrossEntropyLoss", (), {}),
+           "style": "inv-loss" if name == "diabetes" else "classification"}
+    for name in ("wine", "diabetes", "shapes")
+}
