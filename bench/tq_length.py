@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 
-def fit_holdout(task_name: str, seed: int) -> tuple[Any, Any]:
+def fit_holdout(task_name: str, seed: int) -> Any:
     """The task's training set split as the tuner splits it: (fit split, held-out slice)."""
     from torch.utils.data import Subset
 
@@ -38,11 +38,22 @@ def fit_holdout(task_name: str, seed: int) -> tuple[Any, Any]:
     from ignite_seg.tuning.recipe import holdout_indices
 
     tasks = {**TASKS, **ROBUST_TASKS, **UNSEEN_TASKS}
-    spec = _specs(tasks[task_name])["dataset"]
-    train = spec.build()[0]
+    from ignite_seg.engine.batching import Data
+
+    built = _specs(tasks[task_name])["dataset"].build()
+    train = built.train if isinstance(built, Data) else built[0]
     held = holdout_indices(len(train), get_preset("fast"), seed)
     fit = np.setdiff1d(np.arange(len(train)), held)
-    return Subset(train, fit.tolist()), Subset(train, held.tolist())
+    fit_set, held_set = Subset(train, fit.tolist()), Subset(train, held.tolist())
+    if isinstance(built, Data):  # keep its collate_fn, prepare_batch, class_dim
+        return dataclasses.replace(built, train=fit_set, val=held_set)
+    return fit_set, held_set
+
+
+def _held_items(split: Any) -> int:
+    from ignite_seg.engine.batching import Data
+
+    return len(split.val) if isinstance(split, Data) else len(split[1])
 
 
 def _curves(tt: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -130,7 +141,7 @@ def main() -> None:
             curves = [_curves(r.throughtime) for r in done]
             ep = curves[0][0]
             loss, perf = (np.mean([c[i] for c in curves], axis=0) for i in (1, 2))
-            m = len(fit_holdout(j["task"], 0)[1]) * args.slices
+            m = _held_items(fit_holdout(j["task"], 0)) * args.slices
             best_epoch, change, cut = _decide(args, ep, loss, perf, m, task["style"], hp.epochs, min_epochs)
             fires = cut < hp.epochs
             row = {"task": j["task"], "recipe": j["recipe"], "epochs": hp.epochs, "best_epoch": best_epoch,
