@@ -7,11 +7,18 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
   standardised on the training split; a tanh MLP, MSE;
 * ``shapes``: 1x16x16 images of four shapes (square, cross, ring, bar) drawn at a random place
   under noise, **augmented on every read** (a random shift and flip in ``__getitem__``: a ``Dataset``,
-  not tensors, so batches go through a DataLoader); a CNN with BatchNorm.
+  not tensors, so batches go through a DataLoader); a CNN with BatchNorm;
+* ``cancer``: scikit-learn's breast cancer (569 items, 30 features, 2 classes), standardised; an MLP;
+* ``dicts``: items are dicts (``{"features": ..., "label": ...}``) as a tokenizer-style pipeline yields
+  them, batched by the default collate into a dict and turned into ``(x, y)`` by the task's ``prepare_batch``
+  (an ``ignite_seg.Data``); scikit-learn's ``make_classification`` (1,500 + 500 items, 20 features, 4 classes,
+  5% labels flipped); an MLP with LayerNorm and GELU.
 
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import torch
@@ -109,10 +116,56 @@ def shapes_model() -> nn.Module:
                          nn.Flatten(), nn.Linear(32 * 4 * 4, 4))
 
 
+def cancer_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import load_breast_cancer
+
+    d = load_breast_cancer()
+    xt, yt, xv, yv = _split(d.data, d.target, 169, 5)
+    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor(yt)),
+            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor(yv)))
+
+
+def cancer_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(30, 32), nn.ReLU(), nn.Linear(32, 2))
+
+
+class DictItems(Dataset):
+    """``{"features": float32 (20,), "label": int}`` items."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.x, self.y = torch.tensor(x, dtype=torch.float32), torch.tensor(y)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"features": self.x[i], "label": self.y[i]}
+
+
+def dict_prepare(batch: dict[str, torch.Tensor], device: Any = None, non_blocking: bool = False) -> tuple[Any, Any]:
+    return (batch["features"].to(device, non_blocking=non_blocking), batch["label"].to(device, non_blocking=non_blocking))
+
+
+def dicts_dataset() -> Any:
+    from sklearn.datasets import make_classification
+
+    from ignite_seg import Data
+
+    x, y = make_classification(n_samples=2000, n_features=20, n_informative=5, n_classes=4, flip_y=0.05,
+                               random_state=7)
+    xt, yt, xv, yv = _split(x, y, 500, 6)
+    return Data(DictItems(xt, yt), DictItems(xv, yv), prepare_batch=dict_prepare)
+
+
+def dicts_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(20, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU(),
+                         nn.Linear(64, 4))
+
+
 UNSEEN_TASKS = {
     name: {"model": ("bench.tq_unseen_tasks", f"{name}_model", (), {}),
            "dataset": ("bench.tq_unseen_tasks", f"{name}_dataset", (), {}),
            "loss": ("torch.nn", "MSELoss" if name == "diabetes" else "CrossEntropyLoss", (), {}),
            "style": "inv-loss" if name == "diabetes" else "classification"}
-    for name in ("wine", "diabetes", "shapes")
+    for name in ("wine", "diabetes", "shapes", "cancer", "dicts")
 }
