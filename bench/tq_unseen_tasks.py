@@ -33,13 +33,18 @@ def _split(x: np.ndarray, y: np.ndarray, n_val: int, seed: int) -> tuple[np.ndar
     return (x[tr] - mu) / sd, y[tr], (x[va] - mu) / sd, y[va]
 
 
+def _classes(x: np.ndarray, y: np.ndarray, n_val: int, seed: int) -> tuple[TensorDataset, TensorDataset]:
+    """A classification set split and standardised by :func:`_split`, as float32 / int64 tensors."""
+    xt, yt, xv, yv = _split(x, y, n_val, seed)
+    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor(yt)),
+            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor(yv)))
+
+
 def wine_dataset() -> tuple[TensorDataset, TensorDataset]:
     from sklearn.datasets import load_wine
 
     d = load_wine()
-    xt, yt, xv, yv = _split(d.data, d.target, 58, 3)
-    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor(yt)),
-            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor(yv)))
+    return _classes(d.data, d.target, 58, 3)
 
 
 def wine_model() -> nn.Module:
@@ -120,9 +125,7 @@ def cancer_dataset() -> tuple[TensorDataset, TensorDataset]:
     from sklearn.datasets import load_breast_cancer
 
     d = load_breast_cancer()
-    xt, yt, xv, yv = _split(d.data, d.target, 169, 5)
-    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor(yt)),
-            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor(yv)))
+    return _classes(d.data, d.target, 169, 5)
 
 
 def cancer_model() -> nn.Module:
