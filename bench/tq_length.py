@@ -110,7 +110,7 @@ def main() -> None:
     args = ap.parse_args()
     from bench.tq_robust import ROBUST_TASKS
     from bench.tq_unseen_tasks import UNSEEN_TASKS
-    from bench.tune_quality import TASKS, _run_trials, _specs, val_perfs
+    from bench.tune_quality import TASKS, _run_trials, _specs, seconds_of, val_perfs
     from ignite_seg.config.presets import get_preset
     from ignite_seg.config.specs import normalize_spec
     from ignite_seg.engine.trainer import TrialSetup, TrialTask, run_trial
@@ -146,6 +146,8 @@ def main() -> None:
             fires = cut < hp.epochs
             row = {"task": j["task"], "recipe": j["recipe"], "epochs": hp.epochs, "best_epoch": best_epoch,
                    "change": change, "fires": bool(fires), "cut": cut, "slice_items": m, "rule": args.rule,
+                   "runs_seconds": float(sum(seconds_of(r) for r in done)), "tune_cpu": j["tuned"]["tune_cpu"],
+                   "trials_cpu": j["tuned"]["trials_cpu"],
                    "holdout_loss": loss.tolist(), "holdout_perf": perf.tolist(),
                    "tuned": j["tuned"]["mean"], "untuned": j.get("untuned", {}).get("mean")}
             if row["fires"]:
@@ -156,7 +158,9 @@ def main() -> None:
                   f"epoch {best_epoch:.0f}, ends {100 * change:+.1f}% from it -> "
                   f"{'cut to ' + str(row['cut']) if row['fires'] else 'kept'}; "
                   f"val tuned {row['tuned']:.4f}" + (f", cut {row['cut_perf']:.4f}" if row["fires"] else "")
-                  + (f", untuned {row['untuned']:.4f}" if row["untuned"] is not None else ""), flush=True)
+                  + (f", untuned {row['untuned']:.4f}" if row["untuned"] is not None else "")
+                  + f"; the runs {row['runs_seconds']:.1f} s against tune {row['tune_cpu']:.1f} + trials "
+                  f"{row['trials_cpu']:.1f} CPU-s", flush=True)
     (out / "length.json").write_text(json.dumps(rows, indent=1))
 
 
