@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ._version import __version__
-from .analysis.outcomes import loss_rise
+from .analysis.outcomes import loss_rise, val_peak
 from .config.analysis import resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import DESCRIBE_MAX, LoaderSpec
@@ -67,10 +67,17 @@ def log_trial(outcome: Any) -> None:
     if result.devices:
         logger.info("trial %d ran on %d process(es): %s", result.trial_id, result.processes, ", ".join(result.devices))
     log_checkpoint_report(result.trial_id, result.checkpoints)
-    rise = loss_rise((outcome.throughtime or {}).get("losses_train", ()))
+    tt = outcome.throughtime or {}
+    rise = loss_rise(tt.get("losses_train", ()))
     if rise is not None:
         logger.warning("trial %d: its training loss ended above where it began (%.4g -> %.4g): the recipe did not "
                        "train it; check the learning rates (hparams/misc.json, the recipe check)", outcome.trial_id, *rise)
+    peak = val_peak(tt.get("epochs", ()), tt.get("perfs_val", ()))
+    if peak is not None:
+        logger.warning("trial %d: its validation perf peaked at epoch %.0f (%.4g) and ended at %.4g (epoch %.0f): it "
+                       "trained longer than this data supports (overfitting); fewer epochs would do better (the "
+                       "tuner's max_epochs / train_examples, or epochs of fixed hyperparameters)", outcome.trial_id,
+                       peak[0], peak[1], peak[3], peak[2])
 
 
 def checkpoint_plan(rf: RunFolder, runner: TaskRunner, cfg: RunConfig) -> CheckpointPlan | None:

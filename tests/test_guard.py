@@ -146,6 +146,45 @@ def test_a_trial_whose_train_loss_rose_is_flagged_in_the_caller_log_and_the_summ
     assert "train loss rose" not in render_markdown(summary_info({}, {}, None, [], throughtimes=None))
 
 
+def test_a_trial_whose_val_perf_peaked_early_is_flagged_in_the_caller_log_and_the_summary(caplog):
+    """Overfitting (session 13: the tuned diabetes trials peaked at epoch ~19 of 100, 0.70 -> 0.64): flagged; a
+    run still improving, one that dips mid-run and recovers, and one within the tolerance are not."""
+    from ignite_seg.analysis.outcomes import PEAK_TOL, val_peak
+    from ignite_seg.analysis.text import render_markdown, summary_info, summary_json
+    from ignite_seg.engine.trainer import TrialOutcome
+    from ignite_seg.run_plan import log_trial
+    from ignite_seg.storage.records import TrialResult
+
+    e = np.linspace(0.1, 100, 1000)
+    overfit = 0.70 - 0.0008 * np.abs(e - 19)  # best 0.70 at 19, 0.635 at the end
+    improving = 0.70 - 0.3 / e
+    recovers = 0.70 - 0.1 * np.exp(-((e - 50) / 5) ** 2)  # a dip at the cycle's LR peak
+    flat_end = 0.70 - (PEAK_TOL / 2) * 0.70 * (e > 19)  # ends below, but within the tolerance
+    best_epoch, best, last_epoch, last = val_peak(e, overfit)
+    assert abs(best_epoch - 19) < 1 and abs(best - 0.70) < 0.002 and last_epoch == 100 and abs(last - 0.636) < 0.002
+    assert val_peak(e, improving) is None and val_peak(e, recovers) is None and val_peak(e, flat_end) is None
+    assert val_peak(e, np.where(e > 50, np.nan, overfit)) is not None  # NaN tail (a shorter trial): the finite part
+    assert val_peak(e[:4], overfit[:4]) is None  # too few snapshots to say
+
+    def outcome(tid, perfs):
+        return TrialOutcome(TrialResult(trial_id=tid, status="completed", seconds=1.0, started_at=0.0, pid=1),
+                            throughtime={"epochs": e, "perfs_val": perfs, "losses_train": np.linspace(2, 1, e.size)})
+
+    with caplog.at_level("WARNING", logger="ignite_seg"):
+        log_trial(outcome(5, overfit))
+        log_trial(outcome(6, improving))
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "trial 5" in warned[0] and "peaked at epoch 19" in warned[0] and "fewer epochs" in warned[0]
+
+    tt = {"trial_ids": np.array([5, 6]), "epochs": e, "perfs_val": np.stack([overfit, improving])}
+    info = summary_info({"accuracy_style": "classification"}, {}, None, [], throughtimes=tt)
+    md = render_markdown(info)
+    assert "peaked early" in md and "trial 5: 0.699 at epoch 19 -> 0.6372 at 100" in md and "trial 6" not in md.split("peaked early")[1]
+    flagged = summary_json(info)["trials"]["val_perf_peaked_early"]
+    assert [p["trial_id"] for p in flagged] == [5] and abs(flagged[0]["best_epoch"] - 19) < 1
+    assert "peaked early" not in render_markdown(summary_info({}, {}, None, [], throughtimes=None))
+
+
 def test_the_recipe_check_is_a_decision_line_of_the_report(runner, tmp_path):
     from ignite_seg.analysis.text import render_markdown, summary_info
 

@@ -16,7 +16,8 @@ from ..storage.result_keys import Mode, ResultKeys
 from ._mpl import PERF_LABELS, fmt
 
 __all__ = ["TrialBest", "Outcomes", "outcomes_info", "best_label", "epoch_text", "outcome_lines", "outcome_table",
-           "outcomes_json", "TABLE_UP_TO", "BestMarks", "best_marks", "Rise", "loss_rise", "rising_trials", "rise_lines"]
+           "outcomes_json", "TABLE_UP_TO", "BestMarks", "best_marks", "Rise", "loss_rise", "rising_trials", "rise_lines",
+           "Peak", "PEAK_TOL", "val_peak", "peaked_trials", "peak_lines"]
 
 #: Up to this many completed trials the summary lists each in a table; above, condensed lines.
 TABLE_UP_TO = 8
@@ -231,3 +232,73 @@ def rise_lines(rises: Sequence[Rise]) -> list[str]:
     more = f", … ({len(rises) - TABLE_UP_TO} more in summary.json)" if len(rises) > TABLE_UP_TO else ""
     return [f"- **warning — train loss rose**: {len(rises)} trial(s) ended with a higher training loss than they "
             f"began with ({listed}{more}): the recipe did not train them; check the learning rates"]
+
+
+#: A trial's smoothed validation perf must end more than this fraction of its best below that best, and
+#: have had the best in the first ``PEAK_BEFORE`` of the run, to be flagged as having peaked early.
+PEAK_TOL = 0.02
+PEAK_BEFORE = 0.8
+
+
+class Peak(NamedTuple):
+    """A trial whose validation perf peaked well before its end and ended clearly below that peak."""
+
+    trial_id: int
+    best_epoch: float
+    best: float
+    last_epoch: float
+    last: float
+
+
+def val_peak(epochs: Any, perfs_val: Any) -> tuple[float, float, float, float] | None:
+    """``(best epoch, best, last epoch, last)`` of a trial's through-time validation perf (higher is better)
+    when it peaked early: its moving mean (over a twentieth of the snapshots, at least 3) was best before
+    :data:`PEAK_BEFORE` of the run and ends more than :data:`PEAK_TOL` of the best below it — the trial
+    trained longer than the data supports (overfitting: session 13's diabetes trials peaked at ~20 of
+    100 epochs, 0.70 -> 0.64); else None.
+
+    Example:
+        >>> e = np.arange(1, 101, dtype=float)
+        >>> best_epoch, best, last_epoch, last = val_peak(e, 0.7 - 0.001 * np.abs(e - 20))
+        >>> int(best_epoch), int(last_epoch), round(last, 2)
+        (20, 100, 0.62)
+        >>> val_peak(e, 0.7 - 0.3 / e) is None  # still improving at the end
+        True
+    """
+    e = np.asarray(epochs, dtype=np.float64).ravel()
+    y = np.asarray(perfs_val, dtype=np.float64).ravel()[: e.size]
+    ok = np.isfinite(y) & np.isfinite(e[: y.size])
+    e, y = e[: y.size][ok], y[ok]
+    w = max(3, y.size // 20)
+    if y.size < 2 * w:
+        return None
+    sm = np.convolve(y, np.ones(w) / w, mode="valid")
+    at = e[w // 2 : w // 2 + sm.size]
+    k = int(np.argmax(sm))
+    if not (sm[k] - sm[-1] > PEAK_TOL * abs(sm[k]) and at[k] - e[0] <= PEAK_BEFORE * (e[-1] - e[0])):
+        return None
+    return float(at[k]), float(sm[k]), float(e[-1]), float(sm[-1])
+
+
+def peaked_trials(throughtimes: Mapping[str, Any] | None) -> tuple[Peak, ...]:
+    """The trials of ``throughtimes.npz`` (``trial_ids``, ``epochs`` (S,), ``perfs_val`` (T, S)) that peaked early."""
+    if not throughtimes or not all(k in throughtimes for k in ("trial_ids", "epochs", "perfs_val")):
+        return ()
+    out = []
+    for tid, row in zip(np.asarray(throughtimes["trial_ids"]).tolist(), np.atleast_2d(throughtimes["perfs_val"])):
+        peak = val_peak(throughtimes["epochs"], row)
+        if peak is not None:
+            out.append(Peak(int(tid), *peak))
+    return tuple(out)
+
+
+def peak_lines(peaks: Sequence[Peak]) -> list[str]:
+    """The summary's warning about trials whose validation perf peaked early (no line when none did)."""
+    if not peaks:
+        return []
+    listed = ", ".join(f"trial {p.trial_id}: {fmt(p.best, 4)} at epoch {p.best_epoch:.0f} -> {fmt(p.last, 4)} at "
+                       f"{p.last_epoch:.0f}" for p in peaks[:TABLE_UP_TO])
+    more = f", … ({len(peaks) - TABLE_UP_TO} more in summary.json)" if len(peaks) > TABLE_UP_TO else ""
+    return [f"- **warning — validation perf peaked early**: {len(peaks)} trial(s) ended clearly below their best "
+            f"({listed}{more}): they trained longer than this data supports (overfitting); fewer epochs would do "
+            "better (the tuner's `max_epochs` / `train_examples`, or `epochs` of fixed hyperparameters)"]

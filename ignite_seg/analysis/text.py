@@ -22,12 +22,15 @@ from ._mpl import PERF_LABELS, fmt
 from .evidence import batch_evidence, epochs_evidence, lr_evidence
 from .outcomes import (
     Outcomes,
+    Peak,
     Rise,
     best_label,
     outcome_lines,
     outcome_table,
     outcomes_info,
     outcomes_json,
+    peak_lines,
+    peaked_trials,
     rise_lines,
     rising_trials,
 )
@@ -89,6 +92,8 @@ class SummaryInfo(NamedTuple):
     lr_how: str | None = None
     #: The completed trials whose training loss ended above where it began.
     rising: tuple[Rise, ...] = ()
+    #: The completed trials whose validation perf peaked early and ended clearly below its best.
+    peaked: tuple[Peak, ...] = ()
 
 
 def _reason(rec: TrialResult) -> str:
@@ -158,6 +163,7 @@ def summary_info(
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, trials),
         lr_how=steps.schedule.lr_how if steps.schedule is not None else None,
         rising=rising_trials(throughtimes),
+        peaked=peaked_trials(throughtimes),
     )
 
 
@@ -251,6 +257,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         out.append(f"- **{label}**: {fmt(s.mean, 4)} (one trial: no interval)")
     out += outcome_lines(info.outcomes, _best_label(info))
     out += rise_lines(info.rising)
+    out += peak_lines(info.peaked)
     bad = c.get("diverged", 0) + c.get("failed", 0) + c.get("unfinished", 0)
     out.append(f"- **failures**: {c.get('diverged', 0)} diverged, {c.get('failed', 0)} failed"
                + (f", {c['unfinished']} unfinished" if c.get("unfinished") else "")
@@ -356,6 +363,7 @@ def summary_json(info: SummaryInfo) -> dict[str, Any]:
             "seconds": stat(info.seconds),
             "problems": [p._asdict() for p in info.problems],
             "train_loss_rose": [r._asdict() for r in info.rising],
+            "val_perf_peaked_early": [p._asdict() for p in info.peaked],
             **outcomes_json(info.outcomes),
         },
         "tuner": info.misc,
