@@ -159,6 +159,12 @@ def plot_lr_sweep(info: LRSweepInfo, dpi: float = 110) -> Figure:
         finite = deriv[np.isfinite(deriv)]
         if finite.size:
             lo, hi = np.percentile(finite, [2, 98])
+            # at most 3x the largest slope up to the chosen range's top (the steepest fall is there): a loss
+            # that blows up before the divergence cut has slopes of 1e9 that would flatten the rest to a line
+            near = finite if deriv.size != info.lrs.size else deriv[np.isfinite(deriv) & (info.lrs <= info.lr_range[1])]
+            if near.size and np.max(np.abs(near)) > 0:
+                cap = 3 * float(np.max(np.abs(near)))
+                lo, hi = max(lo, -cap), min(hi, cap)
             pad = 0.1 * (hi - lo if hi > lo else 1.0)
             dax.set_ylim(min(lo, 0) - pad, max(hi, 0) + pad)
     fig.suptitle(f"Learning-rate range test ({info.n_repeats} repeat{'s' if info.n_repeats != 1 else ''}, "

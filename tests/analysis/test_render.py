@@ -68,6 +68,19 @@ def test_a_wide_log_axis_drops_its_minor_ticks_and_a_narrow_one_keeps_them():
     assert not isinstance(narrow.xaxis.get_minor_locator(), NullLocator)
 
 
+def test_the_derivative_panel_is_not_flattened_by_a_blow_up_past_the_range():
+    """Scikit-learn's diabetes (session 13): the loss blew up to ~1e9 before the divergence cut, and the derivative
+    panel's axis ran to 1e9, the fall that chose the range a flat line at 0. The axis is capped at 3x the largest
+    slope up to the range's top; the fall stays in view."""
+    arrays = lr_sweep_arrays()
+    x = np.log10(arrays["lrs"])
+    arrays["loss_deriv"] = np.where(x > -1.0, 1e9, arrays["loss_deriv"])  # past the range's top (5e-2)
+    fig_ylim = plot_lr_sweep(lr_sweep_info(arrays)).axes[2].get_ylim()
+    near = np.abs(arrays["loss_deriv"][arrays["lrs"] <= 5e-2]).max()
+    assert fig_ylim[1] <= 4 * near  # capped at 3x, plus the axis' margin
+    assert fig_ylim[0] <= -near  # the fall that chose the range is in view
+
+
 def test_the_lr_sweeps_mean_ends_where_most_repeats_diverged():
     """ignite-simple's mnist example: 5 of 8 repeats diverged near lr 0.42 and the 3 left sat at ~0 loss; the
     'mean of 8 repeats' then jumped to theirs. The mean (and its band) stops where the majority is gone,
