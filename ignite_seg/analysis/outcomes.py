@@ -122,9 +122,7 @@ def _stop_line(o: Outcomes) -> str:
     if not o.stops:
         who = "the one completed trial was not" if n == 1 else f"none of the {n} completed trials was"
         return f"- **early stops**: {who} stopped early by a handler"
-    listed = ", ".join(f"trial {t}: epoch {epoch_text(e)}" for t, e in o.stops[:TABLE_UP_TO])
-    if len(o.stops) > TABLE_UP_TO:
-        listed += f", … ({len(o.stops) - TABLE_UP_TO} more in summary.json)"
+    listed = _listed(o.stops, lambda stop: f"trial {stop[0]}: epoch {epoch_text(stop[1])}")
     return f"- **early stops**: {len(o.stops)} of {n} completed trials stopped early by a handler ({listed})"
 
 
@@ -214,24 +212,31 @@ def loss_rise(losses_train: Any) -> tuple[float, float] | None:
 
 def rising_trials(throughtimes: Mapping[str, Any] | None) -> tuple[Rise, ...]:
     """The trials of ``throughtimes.npz`` (``trial_ids``, ``losses_train`` (T, S)) whose train loss rose."""
-    if not throughtimes or "losses_train" not in throughtimes or "trial_ids" not in throughtimes:
-        return ()
-    out = []
-    for tid, row in zip(np.asarray(throughtimes["trial_ids"]).tolist(), np.atleast_2d(throughtimes["losses_train"])):
-        rise = loss_rise(row)
-        if rise is not None:
-            out.append(Rise(int(tid), *rise))
-    return tuple(out)
+    return tuple(Rise(tid, *r) for tid, r in _per_trial(throughtimes, "losses_train", loss_rise))
+
+
+def _per_trial(throughtimes: Mapping[str, Any] | None, key: str, judge: Any) -> list[tuple[int, Any]]:
+    """``(trial id, judge(row))`` for each trial's row of ``throughtimes[key]`` (T, S) where it is not None."""
+    if not throughtimes or key not in throughtimes or "trial_ids" not in throughtimes:
+        return []
+    found = ((int(tid), judge(row)) for tid, row in zip(np.asarray(throughtimes["trial_ids"]).tolist(),
+                                                        np.atleast_2d(throughtimes[key])))
+    return [(tid, v) for tid, v in found if v is not None]
+
+
+def _listed(items: Sequence[Any], describe: Any) -> str:
+    """Up to :data:`TABLE_UP_TO` of ``items`` described, then how many more summary.json holds."""
+    more = f", … ({len(items) - TABLE_UP_TO} more in summary.json)" if len(items) > TABLE_UP_TO else ""
+    return ", ".join(describe(i) for i in items[:TABLE_UP_TO]) + more
 
 
 def rise_lines(rises: Sequence[Rise]) -> list[str]:
     """The summary's warning about trials whose training loss rose (no line when none did)."""
     if not rises:
         return []
-    listed = ", ".join(f"trial {r.trial_id}: {fmt(r.first, 4)} -> {fmt(r.last, 4)}" for r in rises[:TABLE_UP_TO])
-    more = f", … ({len(rises) - TABLE_UP_TO} more in summary.json)" if len(rises) > TABLE_UP_TO else ""
+    listed = _listed(rises, lambda r: f"trial {r.trial_id}: {fmt(r.first, 4)} -> {fmt(r.last, 4)}")
     return [f"- **warning — train loss rose**: {len(rises)} trial(s) ended with a higher training loss than they "
-            f"began with ({listed}{more}): the recipe did not train them; check the learning rates"]
+            f"began with ({listed}): the recipe did not train them; check the learning rates"]
 
 
 #: A trial's smoothed validation perf must end more than this fraction of its best below that best, and
@@ -282,23 +287,18 @@ def val_peak(epochs: Any, perfs_val: Any) -> tuple[float, float, float, float] |
 
 def peaked_trials(throughtimes: Mapping[str, Any] | None) -> tuple[Peak, ...]:
     """The trials of ``throughtimes.npz`` (``trial_ids``, ``epochs`` (S,), ``perfs_val`` (T, S)) that peaked early."""
-    if not throughtimes or not all(k in throughtimes for k in ("trial_ids", "epochs", "perfs_val")):
+    if not throughtimes or "epochs" not in throughtimes:
         return ()
-    out = []
-    for tid, row in zip(np.asarray(throughtimes["trial_ids"]).tolist(), np.atleast_2d(throughtimes["perfs_val"])):
-        peak = val_peak(throughtimes["epochs"], row)
-        if peak is not None:
-            out.append(Peak(int(tid), *peak))
-    return tuple(out)
+    return tuple(Peak(tid, *p) for tid, p in _per_trial(throughtimes, "perfs_val",
+                                                      lambda row: val_peak(throughtimes["epochs"], row)))
 
 
 def peak_lines(peaks: Sequence[Peak]) -> list[str]:
     """The summary's warning about trials whose validation perf peaked early (no line when none did)."""
     if not peaks:
         return []
-    listed = ", ".join(f"trial {p.trial_id}: {fmt(p.best, 4)} at epoch {p.best_epoch:.0f} -> {fmt(p.last, 4)} at "
-                       f"{p.last_epoch:.0f}" for p in peaks[:TABLE_UP_TO])
-    more = f", … ({len(peaks) - TABLE_UP_TO} more in summary.json)" if len(peaks) > TABLE_UP_TO else ""
+    listed = _listed(peaks, lambda p: f"trial {p.trial_id}: {fmt(p.best, 4)} at epoch {p.best_epoch:.0f} -> "
+                                      f"{fmt(p.last, 4)} at {p.last_epoch:.0f}")
     return [f"- **warning — validation perf peaked early**: {len(peaks)} trial(s) ended clearly below their best "
-            f"({listed}{more}): they trained longer than this data supports (overfitting); fewer epochs would do "
+            f"({listed}): they trained longer than this data supports (overfitting); fewer epochs would do "
             "better (the tuner's `max_epochs` / `train_examples`, or `epochs` of fixed hyperparameters)"]
