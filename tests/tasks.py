@@ -49,6 +49,18 @@ def regression(n_train: int = 96, n_val: int = 48, n_in: int = 4, seed: int = 0)
     return make(n_train), make(n_val)
 
 
+def noisy_few(n_train: int = 160, n_val: int = 48, n_in: int = 16, seed: int = 0):
+    """Few items, a weak signal in 2 of ``n_in`` inputs and much noise: a wide MLP learns the signal in a
+    few epochs, then fits the noise (its held-out loss rises: it overfits)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def make(n: int) -> TensorDataset:
+        x = torch.randn(n, n_in, generator=g)
+        return TensorDataset(x, x[:, :2].sum(1, keepdim=True) + torch.randn(n, 1, generator=g))
+
+    return make(n_train), make(n_val)
+
+
 class ListDataset(Dataset):
     """A plain map-style dataset (not a TensorDataset) of (x, y) pairs."""
 

@@ -17,6 +17,7 @@ from ..storage.schemas import (
     BatchSampledFile,
     BatchSizeStep,
     BatchSweepFile,
+    LengthStep,
     LRSweepFile,
     MiscSteps,
     ScheduleStep,
@@ -86,20 +87,25 @@ def _every(k: int) -> str:
     return "after every step" if k <= 1 else f"every {k} steps, interpolated between"
 
 
-def epochs_evidence(hp_kind: str, step: ScheduleStep | None, settings: Mapping[str, Any]) -> tuple[str, ...]:
-    """How the epochs were reached: the preset's examples per trial over the training items, clipped."""
+def epochs_evidence(hp_kind: str, step: ScheduleStep | None, settings: Mapping[str, Any],
+                    length: LengthStep | None = None) -> tuple[str, ...]:
+    """How the epochs were reached: the preset's examples per trial over the training items, clipped,
+    and cut by the length check (``length``: ``steps.length``) when it fired."""
     if hp_kind == "fixed":
         return ("given by the user (FixedHyperparameters)",)
     if step is None or not step.train_examples or not step.n_train or step.epochs is None:
         return (f"from the dataset size and the preset (min/max epochs); see {MISC_JSON}",)
-    text = (f"{step.epochs} epochs: about {step.train_examples:,} examples per trial (train_examples) / "
-            f"{step.n_train:,} training items = {step.train_examples / step.n_train:.3g}")
+    how = (f"about {step.train_examples:,} examples per trial (train_examples) / "
+           f"{step.n_train:,} training items = {step.train_examples / step.n_train:.3g}")
     lo, hi = settings.get("min_epochs"), settings.get("max_epochs")
     if lo is not None and hi is not None:
-        text += f", kept within [min_epochs, max_epochs] = [{lo}, {hi}]"
+        how += f", kept within [min_epochs, max_epochs] = [{lo}, {hi}]"
     if step.cycles and step.cycles > 1:
-        text += f", rounded to {step.cycles} whole cycles"
-    return (text,)
+        how += f", rounded to {step.cycles} whole cycles"
+    if length is not None and length.cut:
+        return (f"{length.epochs} epochs: the length check cut the planned {step.epochs} ({how}): the held-out "
+                f"perf fell after epoch {length.best_epoch}",)
+    return (f"{step.epochs} epochs: {how}",)
 
 
 def batch_evidence(bs: BatchSweepFile | None, sampled: BatchSampledFile | None, hp_kind: str,

@@ -138,7 +138,7 @@ def summary_info(
     lr_ev = lr_evidence(LRSweepFile.coerce(lr), hp_kind, steps)
     bs_ev = batch_evidence(BatchSweepFile.coerce(bs), BatchSampledFile.coerce(bs_sampled), hp_kind, steps)
     evidence = {"lr_start": lr_ev, "lr_end": lr_ev, "batch_size": bs_ev}
-    sched = epochs_evidence(hp_kind, steps.schedule, misc_file.settings or {})
+    sched = epochs_evidence(hp_kind, steps.schedule, misc_file.settings or {}, steps.length)
     evidence["cycle_size_epochs"] = sched
     evidence["epochs"] = sched
     ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
@@ -248,6 +248,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         why = re.sub(r"^\d+ epochs: ", "", epochs_why) if re.match(r"^\d+ epochs: ", epochs_why) else ""
         out.append(f"- **schedule**: {schedule_line(hp)}" + (f" — {why}" if why else ""))
     out += _guard_lines(info.misc)
+    out += _length_lines(info.misc)
     s = info.stats["final_perf_val"]
     label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"
     if s.n > 1:
@@ -274,6 +275,16 @@ def _guard_lines(misc: Any) -> list[str]:
     return [f"- **recipe check**: {len(g.attempts)} short run(s) of {g.steps} steps x {g.repeats}; {g.decided_by}"
             f"{' — a fallback' if g.fallback else ''}; last: lr {_short(last.lr_start)} -> {_short(last.lr_end)}, "
             f"{last.verdict}"]
+
+
+def _length_lines(misc: Any) -> list[str]:
+    """The length check's line (``misc.json`` ``steps.length``): the epochs it left and why."""
+    g = MiscFile.from_json(misc).steps.length if isinstance(misc, Mapping) else None
+    if g is None or not g.decided_by:
+        return []
+    runs = f"{g.runs} full-length run(s) scoring a held-out slice after every epoch; " if g.runs else ""
+    change = f"{g.epochs_planned} -> {g.epochs} epochs" if g.cut else f"{g.epochs} epochs kept"
+    return [f"- **length check**: {runs}{change} — {g.decided_by}"]
 
 
 def _best_label(info: SummaryInfo) -> str:

@@ -145,6 +145,13 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        none when that is ``initial_batch_size`` (the first sweep measured that curve already).
     4. the **schedule**: ``epochs`` such that each trial sees about ``train_examples`` examples,
        within ``[min_epochs, max_epochs]``, in ``cycles`` triangular LR cycles.
+    5. the **recipe check**: short runs of the final recipe must improve its held-out loss, else its
+       learning rates back off (:mod:`ignite_seg.tuning.guard`).
+    6. the **length check**: ``length_runs`` runs of the final recipe, its full length, each holding out
+       its own slice of the training set and scoring it after every epoch; when their averaged perf
+       ends more than ``length_tol`` of its best (plus 2 items of the slices for an accuracy) below it,
+       the trials train only to the end of the plateau around the best (at least ``min_epochs``), the
+       cycles shortened in proportion (:mod:`ignite_seg.tuning.length`). ``length_runs=0`` skips it.
 
     What a tune costs stops growing with the dataset (issue 25): a sweep repeat sees at most
     ``lr_sweep_max_examples`` examples (500 steps at batch 16; fastai and Lightning take 100 steps;
@@ -210,6 +217,9 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     min_epochs: int = 5
     max_epochs: int = 100
     cycles: int = 1
+    # length check of the final recipe (full-length runs scoring a held-out slice each epoch; 0: none)
+    length_runs: int = 2
+    length_tol: float = 0.02
     # tuning cost (issue 25): sweeps and batch-size runs capped in steps / examples, the held-out
     # curve sampled; None lifts a cap (sized in epochs only, the held-out slice after every step)
     lr_sweep_max_examples: int | None = 8000
@@ -263,6 +273,8 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
         _check_int(self, "min_epochs", 1)
         _check_int(self, "max_epochs", self.min_epochs)
         _check_int(self, "cycles", 1)
+        _check_int(self, "length_runs", 0)
+        _check_number(self, "length_tol", lambda v: 0 <= v < 1, "a relative tolerance in [0, 1) such as 0.02")
         if self.optimizer not in ("sgd", "adamw"):
             raise ConfigError(
                 f"HyperparameterSettings.optimizer must be 'sgd' or 'adamw', got {self.optimizer!r}."

@@ -5,6 +5,7 @@
     LR range test -> noise scale -> batch-size candidates (successive halving)
                   -> rescan of the LR range at the chosen batch size (optional) -> schedule
                   -> recipe check (short runs; back off the LRs until one improves: tuning/guard.py)
+                  -> length check (full-length runs; cut the epochs where the held-out perf falls: tuning/length.py)
 
 Every parallel piece (sweep repeats, candidate runs) is a task of :mod:`ignite_seg.engine.sweeps` run on
 the caller's :class:`~ignite_seg.runtime.tasks.TaskRunner`; the maths lives in the pure modules
@@ -52,6 +53,7 @@ from .batch_search import LR_SCALING, batch_candidates, centre_batch, scale_lr
 from .budget import batch_budget_epochs, fill_sampled, sweep_plan
 from .context import TuneRun, derive_seed, last_line, run_tasks
 from .guard import guard_recipe
+from .length import check_length
 from .lr_plateau import moved_to_plateau
 from .lr_range import (
     LossDidNotImprove,
@@ -120,6 +122,7 @@ def choose_recipe(
     lr_min, lr_max, lr_how = _final_lr_range(t, sweep, batch_size)  # 3. optional rescan at that batch size
     final = _schedule(t, lr_min, lr_max, lr_how, batch_size)  # 4. schedule
     final = guard_recipe(t, final)  # 5. a short run must improve on its start, else back off
+    final = check_length(t, final)  # 6. no longer than the held-out perf keeps up
     t.misc.finish(time.perf_counter() - t_start, final.to_dict())
     rf.write_final(final)  # last: marks the tune as complete
     logger.info("tuning done in %.1f s: %s", time.perf_counter() - t_start, final)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..config.specs import LoaderSpec
 from ..engine.guard_run import GuardResult
+from ..engine.length_run import LengthResult
 from ..engine.sweeps import BatchRunResult, LRSweepResult
 from ..storage.atomic import write_npz
 from ..storage.contained import mkdir_inside
@@ -31,7 +32,7 @@ TASKS_DIR = "tasks"
 
 #: The result types a store reads back, by name (nothing else is constructed from a file).
 _TYPES: dict[str, type] = {"LRSweepResult": LRSweepResult, "BatchRunResult": BatchRunResult,
-                           "GuardResult": GuardResult}
+                           "GuardResult": GuardResult, "LengthResult": LengthResult}
 
 
 def task_digest(task: Any) -> str:

@@ -1,0 +1,173 @@
+"""The length check: do the trials train longer than the data supports? If so, shorten them.
+
+The schedule's epochs come from ``train_examples`` (about 30,000 examples a trial, at most
+``max_epochs``): on a few hundred noisy items that is 100 epochs, and a tuned recipe, which learns
+fast, reaches its best held-out perf in 10-20 of them and then overfits (bench/RESULTS.md, session
+13: scikit-learn's diabetes at 0.64 tuned against 0.70 for an untuned Adam, on every seed, both
+recipes; the same recipes cut to 20 epochs 0.706 / 0.704). Nothing before this stage sees it: the
+range test and the batch runs are a few epochs long.
+
+So after the recipe check, :func:`check_length` trains the final recipe its full length, as a trial
+would (:func:`ignite_seg.engine.length_run.run_length`), ``length_runs`` times in parallel, each on the
+training set less its own held-out slice — the tuner's slice, then slices drawn from the rest, as large
+— and scores the slice at every epoch's end. A run stops early once its own perf has clearly fallen
+(more than the tolerance below its best for :func:`stop_patience` epochs). The runs' curves are
+averaged over the epochs they share and judged by :func:`judge_length` on a 3-epoch moving mean: when
+the perf ends more than the tolerance below its best — ``length_tol`` of the best, plus
+:data:`LENGTH_ITEMS` items of the slices for an accuracy (an accuracy on 60 items moves in steps of
+1/60) — the trials train to the last epoch of the plateau around the best (at least ``min_epochs``),
+their cycles shortened in proportion (the number of cycles kept); else the epochs stand. It judges
+the perf, not the loss: on classification the held-out loss rises from over-confidence while the
+accuracy still improves (a loss rule would have cut the tiny benchmark's AdamW recipe and lost 0.0055).
+
+Nothing is run when ``length_runs`` is 0 or the trials train ``min_epochs`` already. The decision and
+its evidence (the averaged curves) are kept in ``misc.json`` (``steps.length``,
+:class:`~ignite_seg.storage.schemas.LengthStep`) and said in the log and the report.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from ..config.hyperparameters import FixedHyperparameters
+from ..engine.length_run import LengthResult, LengthTask, run_length
+from ..smoothing import smooth_epochs
+from ..storage.schemas import LengthStep
+from .context import TuneRun, derive_seed, last_line, run_tasks
+
+__all__ = ["LENGTH_ITEMS", "STOP_PATIENCE_FRAC", "LengthDecision", "judge_length", "stop_patience", "length_slices",
+           "check_length"]
+
+logger = logging.getLogger(__name__)
+
+#: For an accuracy, the tolerance also counts this many items of the slices (the measurement's grain).
+LENGTH_ITEMS = 2
+#: A run stops once its perf has stayed below its best (less the tolerance) for this fraction of its
+#: epochs, at least :data:`STOP_PATIENCE_MIN` epochs.
+STOP_PATIENCE_FRAC = 0.1
+STOP_PATIENCE_MIN = 3
+
+
+class LengthDecision(NamedTuple):
+    """What the averaged held-out perf curve says about the trials' length."""
+
+    #: the epochs the trials train (``epochs`` when the check keeps them)
+    epochs: int
+    cut: bool
+    #: 1-based epoch of the smoothed curve's best, its value, the value at the end, the tolerance
+    best_epoch: int
+    best: float
+    end: float
+    tol: float
+    reason: str
+
+
+def judge_length(perfs: Sequence[float], epochs: int, min_epochs: int, rel_tol: float, abs_tol: float = 0.0
+                 ) -> LengthDecision:
+    """The trials' epochs from a held-out perf curve measured after each epoch (higher is better).
+
+    The curve is smoothed (:func:`~ignite_seg.smoothing.smooth_epochs`); the tolerance is
+    ``rel_tol * |best| + abs_tol``. When the end lies more than that below the best, the trials train
+    to the last epoch before the curve first falls out of the tolerance after its best (within
+    ``[min_epochs, epochs]``); else ``epochs``.
+
+    Example:
+        >>> rise_fall = [0.5, 0.6, 0.7, 0.71, 0.7, 0.69, 0.6, 0.55, 0.5, 0.5]
+        >>> judge_length(rise_fall, epochs=10, min_epochs=2, rel_tol=0.02).epochs  # best 0.703 after epoch 4
+        5
+        >>> judge_length([0.5, 0.6, 0.7, 0.71, 0.71, 0.72], epochs=6, min_epochs=2, rel_tol=0.02).cut
+        False
+    """
+    y = np.asarray(perfs, dtype=np.float64)
+    sm = smooth_epochs(y)
+    k = int(np.argmax(sm))
+    best, end = float(sm[k]), float(sm[-1])
+    tol = rel_tol * abs(best) + abs_tol
+    where = f"best {best:.4g} after epoch {k + 1}, {end:.4g} after epoch {y.size} (tolerance {tol:.3g})"
+    if best - end <= tol:
+        return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf ends within the tolerance of its "
+                              f"best: {where}; the {epochs} epochs stand")
+    last = k + int(np.argmax(sm[k:] < best - tol))  # 0-based index of the first epoch out of the tolerance
+    cut = int(min(epochs, max(min_epochs, last)))  # ``last`` epochs end with the last one within it
+    if cut >= epochs:
+        return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf fell, but not before the last "
+                              f"{epochs - min_epochs} epochs could be cut: {where}; the {epochs} epochs stand")
+    return LengthDecision(cut, True, k + 1, best, end, tol, f"held-out perf fell from its best: {where}; the trials "
+                          f"train {cut} epochs (the plateau around the best{', at least min_epochs' if cut == min_epochs else ''})")
+
+
+def stop_patience(epochs: int) -> int:
+    """Epochs a length run's perf must stay fallen before it stops early."""
+    return max(STOP_PATIENCE_MIN, int(math.ceil(STOP_PATIENCE_FRAC * epochs)))
+
+
+def length_slices(n_train: int, first: Sequence[int], runs: int, seed: int) -> list[tuple[int, ...]]:
+    """The held-out slice of each length run: the tuner's own, then slices as large drawn from the items
+    not yet held out (from the whole set once too few remain), each sorted."""
+    m = len(first)
+    slices = [tuple(int(i) for i in first)]
+    used = set(slices[0])
+    for r in range(1, runs):
+        rng = np.random.default_rng(derive_seed(seed, "length-holdout", r))
+        free = np.setdiff1d(np.arange(n_train), np.fromiter(used, dtype=np.int64, count=len(used)))
+        pool = free if free.size >= m and n_train - m >= 2 else np.arange(n_train)
+        chosen = np.sort(rng.choice(pool, size=min(m, pool.size), replace=False))
+        slices.append(tuple(int(i) for i in chosen))
+        used.update(slices[-1])
+    return slices
+
+
+def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
+    """Run the length check on ``hp`` (see the module doc); ``hp`` with its epochs cut, or ``hp``."""
+    s = t.s
+    if s.length_runs == 0 or hp.epochs <= s.min_epochs:
+        why = ("length_runs=0" if s.length_runs == 0
+               else f"the trials train min_epochs={s.min_epochs} epochs already")
+        t.misc.record(length=LengthStep(runs=0, epochs_planned=hp.epochs, epochs=hp.epochs, cut=False,
+                                        decided_by=f"not run: {why}"))
+        return hp
+    slices = length_slices(t.n_train, t.recipe.holdout, s.length_runs, t.seed)
+    items = sum(len(sl) for sl in slices)
+    item_tol = LENGTH_ITEMS / items if t.recipe.accuracy_style != "inv-loss" else 0.0
+    patience = stop_patience(hp.epochs)
+    tasks = [LengthTask(r, dataclasses.replace(t.recipe, holdout=sl), hp, derive_seed(t.seed, "length", r),
+                        # a run's own slice is 1/runs of the items: its grain is runs times coarser
+                        stop_rel_tol=s.length_tol, stop_abs_tol=item_tol * len(slices), stop_patience=patience,
+                        device_index=r)
+             for r, sl in enumerate(slices)]
+    logger.info("length check: %d run(s) of the recipe's %d epochs, each scoring its own held-out slice of %d items "
+                "after every epoch (stopping once the perf has clearly fallen)", len(tasks), hp.epochs, len(slices[0]))
+    results = run_tasks(t, run_length, tasks, "tune: length check", "length",
+                        lambda task, err: LengthResult(task.key, "failed", error=err))
+    ordered = [results[task.key] for task in tasks]
+    for r in ordered:
+        if r.status in ("failed", "diverged"):
+            logger.warning("length check run %s %s: %s", r.key, r.status,
+                           last_line(r.error) if r.error else "its held-out perf became non-finite")
+    usable = [r for r in ordered if r.status in ("completed", "stopped") and r.epochs > 0]
+    record = LengthStep(runs=len(tasks), epochs_planned=hp.epochs, slice_items=[len(sl) for sl in slices],
+                        rel_tol=s.length_tol, item_tol=item_tol, stop_patience=patience,
+                        run_epochs=[r.epochs for r in ordered], run_status=[r.status for r in ordered])
+    if not usable:
+        t.misc.record(length=dataclasses.replace(record, epochs=hp.epochs, cut=False,
+                                                 decided_by="no length run finished; the epochs stand"))
+        logger.warning("length check: no run finished; the trials train the planned %d epochs", hp.epochs)
+        return hp
+    n = min(r.epochs for r in usable)  # the epochs every usable run measured
+    perfs = np.mean([r.arrays["perfs"][:n] for r in usable], axis=0)
+    losses = np.mean([r.arrays["losses"][:n] for r in usable], axis=0)
+    decision = judge_length(perfs, hp.epochs, s.min_epochs, s.length_tol, item_tol)
+    t.misc.record(length=dataclasses.replace(
+        record, epochs=decision.epochs, cut=decision.cut, best_epoch=decision.best_epoch, best_perf=decision.best,
+        end_perf=decision.end, tol=decision.tol, perfs=perfs.tolist(), losses=losses.tolist(),
+        decided_by=decision.reason,
+    ))
+    (logger.warning if decision.cut else logger.info)("length check: %s", decision.reason)
+    if not decision.cut:
+        return hp
+    return dataclasses.replace(hp, epochs=decision.epochs,
+                               cycle_size_epochs=hp.cycle_size_epochs * decision.epochs / hp.epochs)
