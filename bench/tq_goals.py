@@ -225,7 +225,7 @@ def main() -> None:
                             "tune_wall": tune_wall,
                             "trials_cpu": trials_cpu, "task_seconds": misc["compute"]["total_task_seconds"],
                             "lr_range": steps.get("lr_range"), "lr_rescan": steps.get("lr_rescan"),
-                            "guard": steps.get("guard"),
+                            "guard": steps.get("guard"), "length": steps.get("length"),
                             "batch_size": steps.get("batch_size"), "schedule": steps.get("schedule")}
             save()
             print(f"[tuned {args.task} {args.recipe}] {out['tuned']['mean']:.4f} ± {out['tuned']['sem']:.4f}, "

@@ -1,6 +1,7 @@
 """Would a "length check" see the overfitting of the unseen tasks, and leave the bench tasks alone? (issue 25)
 
-Offline study for a tuner stage not built yet. For each tuned recipe of a ``bench/tq_goals.py`` output folder
+The offline study (session 13) behind the tuner stage built in session 14 (``ignite_seg/tuning/length.py``, whose
+rule is ``--rule perf --tol 0.02 --slices 2`` here, with early-stopped runs); kept to try other rules offline. For each tuned recipe of a ``bench/tq_goals.py`` output folder
 (seed 0), one run of that recipe, its full length, trained on the tuner's *fit split* (the training set minus the
 held-out slice that every tuning run leaves out) and measured on that held-out slice once an epoch (the trial's
 "val" curve, with the slice as the validation set); ``--slices K``: K such runs on K slices (the tuner's

@@ -75,8 +75,9 @@ def log_trial(outcome: Any) -> None:
     peak = val_peak(tt.get("epochs", ()), tt.get("perfs_val", ()))
     if peak is not None:
         logger.warning("trial %d: its validation perf peaked at epoch %.0f (%.4g) and ended at %.4g (epoch %.0f): it "
-                       "trained longer than this data supports (overfitting); fewer epochs would do better (the "
-                       "tuner's max_epochs / train_examples, or epochs of fixed hyperparameters)", outcome.trial_id,
+                       "trained longer than this data supports (overfitting); fewer epochs would do better (a tuned "
+                       "run: the length check, hparams/misc.json steps.length, did not see it on its held-out slices; "
+                       "lower max_epochs or train_examples. Fixed hyperparameters: lower epochs)", outcome.trial_id,
                        peak[0], peak[1], peak[3], peak[2])
 
 

@@ -14,7 +14,7 @@ from ignite_seg.engine.length_run import StopWhenFallen
 from ignite_seg.runtime.tasks import TaskRunner
 from ignite_seg.storage.run_folder import RunFolder
 from ignite_seg.storage.schemas import MISC_JSON, MiscFile
-from ignite_seg.tuning.length import check_length, judge_length, length_slices, stop_patience
+from ignite_seg.tuning.length import check_length, combine, judge_length, length_slices, stop_patience
 from ignite_seg.tuning.recipe import _start
 
 
@@ -57,6 +57,16 @@ def test_the_cut_is_never_below_min_epochs_nor_above_the_epochs():
     # a fall that starts within the last min_epochs... of a run whose every epoch would be cut away: kept
     late = judge_length(np.r_[np.linspace(0.5, 0.9, 8), [0.8, 0.7]], epochs=10, min_epochs=10, rel_tol=0.02)
     assert not late.cut and late.epochs == 10
+
+
+def test_the_trials_are_cut_only_when_every_run_fell_to_the_longest_plateau():
+    fell = judge_length(_rise_and_fall(100, 20), 100, 5, 0.02)
+    later = judge_length(_rise_and_fall(100, 30), 100, 5, 0.02)
+    kept = judge_length(0.9 - 0.5 / np.arange(1, 101), 100, 5, 0.02)
+    assert combine([fell, later], 100)[0] == later.epochs == 33
+    epochs, why = combine([fell, kept], 100)
+    assert epochs == 100 and "in 1 of 2 run(s)" in why
+    assert combine([], 100)[0] == 100
 
 
 def test_a_length_run_stops_once_its_perf_has_stayed_fallen_for_the_patience():
@@ -109,10 +119,11 @@ def test_an_overfitting_recipe_trains_fewer_epochs_and_its_runs_stop_early(runne
     assert g.cut and cut.epochs == g.epochs < 30 and g.epochs_planned == 30
     assert cut.cycle_size_epochs == pytest.approx(30.0 * cut.epochs / 30)  # one cycle still: shortened with the run
     assert (cut.lr_start, cut.lr_end, cut.batch_size) == (hp.lr_start, hp.lr_end, hp.batch_size)
-    assert g.runs == 2 and g.slice_items == [16, 16] and g.item_tol == 0.0  # a regression: no items
+    assert g.runs == 2 and g.slice_items == [16, 16] and g.item_tol == [0.0, 0.0]  # a regression: no items
     assert max(g.run_epochs) < 30 and "stopped" in g.run_status  # the runs did not train what they would only confirm
-    assert len(g.perfs) == min(g.run_epochs) and g.best_perf - g.end_perf > g.tol
-    assert "held-out perf fell from its best" in g.decided_by
+    assert [len(p) for p in g.perfs] == g.run_epochs == [len(p) for p in g.losses]
+    assert all("held-out perf fell from its best" in d for d in g.run_decisions)
+    assert "fell from its best in every run" in g.decided_by
 
 
 def test_a_healthy_recipe_keeps_its_epochs(runner, tmp_path):
@@ -121,7 +132,7 @@ def test_a_healthy_recipe_keeps_its_epochs(runner, tmp_path):
     assert check_length(t, hp) == hp
     g = _length_record(tmp_path)
     assert not g.cut and g.epochs == 20 and g.run_epochs == [20, 20] and g.run_status == ["completed"] * 2
-    assert g.item_tol == pytest.approx(2 / 20) and "stand" in g.decided_by
+    assert g.item_tol == pytest.approx([2 / 10, 2 / 10]) and "stand" in g.decided_by
 
 
 @pytest.mark.parametrize("settings, epochs, why", [({"length_runs": 0}, 20, "length_runs=0"),

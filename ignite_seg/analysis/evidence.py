@@ -104,7 +104,7 @@ def epochs_evidence(hp_kind: str, step: ScheduleStep | None, settings: Mapping[s
         how += f", rounded to {step.cycles} whole cycles"
     if length is not None and length.cut:
         return (f"{length.epochs} epochs: the length check cut the planned {step.epochs} ({how}): the held-out "
-                f"perf fell after epoch {length.best_epoch}",)
+                "perf fell after its best in every length run",)
     return (f"{step.epochs} epochs: {how}",)
 
 

@@ -148,10 +148,11 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     5. the **recipe check**: short runs of the final recipe must improve its held-out loss, else its
        learning rates back off (:mod:`ignite_seg.tuning.guard`).
     6. the **length check**: ``length_runs`` runs of the final recipe, its full length, each holding out
-       its own slice of the training set and scoring it after every epoch; when their averaged perf
-       ends more than ``length_tol`` of its best (plus 2 items of the slices for an accuracy) below it,
-       the trials train only to the end of the plateau around the best (at least ``min_epochs``), the
-       cycles shortened in proportion (:mod:`ignite_seg.tuning.length`). ``length_runs=0`` skips it.
+       its own slice of the training set and scoring it after every epoch; when in every run the perf
+       ends more than ``length_tol`` of its best (plus 2 items of the slice for an accuracy) below it,
+       the trials train only to the longest of the runs' plateaus around their best (at least
+       ``min_epochs``), the cycles shortened in proportion (:mod:`ignite_seg.tuning.length`).
+       ``length_runs=0`` skips it.
 
     What a tune costs stops growing with the dataset (issue 25): a sweep repeat sees at most
     ``lr_sweep_max_examples`` examples (500 steps at batch 16; fastai and Lightning take 100 steps;

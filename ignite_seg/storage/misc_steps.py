@@ -188,31 +188,27 @@ class GuardStep(JsonSection):
 
 @dataclass(frozen=True)
 class LengthStep(JsonSection):
-    """``steps.length``: the length check (full-length runs of the final recipe, a held-out slice scored
-    after every epoch) and the epochs it left the trials."""
+    """``steps.length``: the length check (full-length runs of the final recipe, each scoring its own
+    held-out slice after every epoch) and the epochs it left the trials. Lists hold one entry per run."""
 
     runs: int | None = optional()
     #: the epochs the schedule planned, and those the trials train
     epochs_planned: int | None = optional()
     epochs: int | None = optional()
     cut: bool | None = optional()
-    #: items of each run's held-out slice; the tolerance: ``rel_tol`` x |best| + ``item_tol``
+    #: items of each run's held-out slice; a run's tolerance: ``rel_tol`` x |its best| + its ``item_tol``
     slice_items: list[int] | None = optional()
     rel_tol: float | None = optional()
-    item_tol: float | None = optional()
-    tol: float | None = optional()
+    item_tol: list[float] | None = optional()
     #: epochs a run's perf stays fallen before it stops early; epochs each run measured; how each ended
     stop_patience: int | None = optional()
     run_epochs: list[int] | None = optional()
     run_status: list[str] | None = optional()
-    #: the runs' held-out perf and loss after each epoch, averaged over the epochs they share
-    perfs: list[float] | None = optional()
-    losses: list[float] | None = optional()
-    #: 1-based epoch of the smoothed perf's best, its value and the value at the end
-    best_epoch: int | None = optional()
-    best_perf: float | None = optional()
-    end_perf: float | None = optional()
-    #: the rule that decided, in words
+    #: each run's held-out perf and loss after every epoch it ran
+    perfs: list[list[float]] | None = optional()
+    losses: list[list[float]] | None = optional()
+    #: each usable run's verdict, and the rule that decided, in words
+    run_decisions: list[str] | None = optional()
     decided_by: str | None = optional()
 
 

@@ -9,19 +9,23 @@ range test and the batch runs are a few epochs long.
 
 So after the recipe check, :func:`check_length` trains the final recipe its full length, as a trial
 would (:func:`ignite_seg.engine.length_run.run_length`), ``length_runs`` times in parallel, each on the
-training set less its own held-out slice — the tuner's slice, then slices drawn from the rest, as large
-— and scores the slice at every epoch's end. A run stops early once its own perf has clearly fallen
-(more than the tolerance below its best for :func:`stop_patience` epochs). The runs' curves are
-averaged over the epochs they share and judged by :func:`judge_length` on a 3-epoch moving mean: when
-the perf ends more than the tolerance below its best — ``length_tol`` of the best, plus
-:data:`LENGTH_ITEMS` items of the slices for an accuracy (an accuracy on 60 items moves in steps of
-1/60) — the trials train to the last epoch of the plateau around the best (at least ``min_epochs``),
-their cycles shortened in proportion (the number of cycles kept); else the epochs stand. It judges
-the perf, not the loss: on classification the held-out loss rises from over-confidence while the
-accuracy still improves (a loss rule would have cut the tiny benchmark's AdamW recipe and lost 0.0055).
+training set less its own held-out slice — the tuner's slice, then slices as large drawn from the rest
+— and scores the slice at every epoch's end. Each run's curve is judged by :func:`judge_length` on a
+3-epoch moving mean: its perf *fell* when it ends more than the tolerance below its best — ``length_tol``
+of the best, plus :data:`LENGTH_ITEMS` items of the slice for an accuracy (an accuracy on 30 items moves
+in steps of 1/30). A run stops early once it has fallen for :func:`stop_patience` epochs (the rest
+would only confirm it). When every run fell (:func:`combine`: independent replications on different
+slices agree), the trials train to the longest of the runs' plateaus around their best (the last epoch
+before the curve leaves the tolerance; at least ``min_epochs``), their cycles shortened in proportion
+(the number of cycles kept); else the epochs stand. Runs are judged one by one, not on their mean
+curve: two runs that peak at different epochs and stop at different times have a mean that neither
+shows (scikit-learn's diabetes: both runs fell and stopped, at 27 and 59 epochs; their mean over the 27
+epochs they share stayed within the tolerance). It judges the perf, not the loss: on classification
+the held-out loss rises from over-confidence while the accuracy still improves (a loss rule would have
+cut the tiny benchmark's AdamW recipe and lost 0.0055).
 
 Nothing is run when ``length_runs`` is 0 or the trials train ``min_epochs`` already. The decision and
-its evidence (the averaged curves) are kept in ``misc.json`` (``steps.length``,
+its evidence (every run's curves and verdict) are kept in ``misc.json`` (``steps.length``,
 :class:`~ignite_seg.storage.schemas.LengthStep`) and said in the log and the report.
 """
 from __future__ import annotations
@@ -40,7 +44,7 @@ from ..storage.schemas import LengthStep
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
 __all__ = ["LENGTH_ITEMS", "STOP_PATIENCE_FRAC", "LengthDecision", "judge_length", "stop_patience", "length_slices",
-           "check_length"]
+           "check_length", "combine"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,13 +135,10 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
                                         decided_by=f"not run: {why}"))
         return hp
     slices = length_slices(t.n_train, t.recipe.holdout, s.length_runs, t.seed)
-    items = sum(len(sl) for sl in slices)
-    item_tol = LENGTH_ITEMS / items if t.recipe.accuracy_style != "inv-loss" else 0.0
+    item_tols = [LENGTH_ITEMS / len(sl) if t.recipe.accuracy_style != "inv-loss" else 0.0 for sl in slices]
     patience = stop_patience(hp.epochs)
     tasks = [LengthTask(r, dataclasses.replace(t.recipe, holdout=sl), hp, derive_seed(t.seed, "length", r),
-                        # a run's own slice is 1/runs of the items: its grain is runs times coarser
-                        stop_rel_tol=s.length_tol, stop_abs_tol=item_tol * len(slices), stop_patience=patience,
-                        device_index=r)
+                        stop_rel_tol=s.length_tol, stop_abs_tol=item_tols[r], stop_patience=patience, device_index=r)
              for r, sl in enumerate(slices)]
     logger.info("length check: %d run(s) of the recipe's %d epochs, each scoring its own held-out slice of %d items "
                 "after every epoch (stopping once the perf has clearly fallen)", len(tasks), hp.epochs, len(slices[0]))
@@ -149,25 +150,41 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
             logger.warning("length check run %s %s: %s", r.key, r.status,
                            last_line(r.error) if r.error else "its held-out perf became non-finite")
     usable = [r for r in ordered if r.status in ("completed", "stopped") and r.epochs > 0]
-    record = LengthStep(runs=len(tasks), epochs_planned=hp.epochs, slice_items=[len(sl) for sl in slices],
-                        rel_tol=s.length_tol, item_tol=item_tol, stop_patience=patience,
-                        run_epochs=[r.epochs for r in ordered], run_status=[r.status for r in ordered])
-    if not usable:
-        t.misc.record(length=dataclasses.replace(record, epochs=hp.epochs, cut=False,
-                                                 decided_by="no length run finished; the epochs stand"))
-        logger.warning("length check: no run finished; the trials train the planned %d epochs", hp.epochs)
-        return hp
-    n = min(r.epochs for r in usable)  # the epochs every usable run measured
-    perfs = np.mean([r.arrays["perfs"][:n] for r in usable], axis=0)
-    losses = np.mean([r.arrays["losses"][:n] for r in usable], axis=0)
-    decision = judge_length(perfs, hp.epochs, s.min_epochs, s.length_tol, item_tol)
-    t.misc.record(length=dataclasses.replace(
-        record, epochs=decision.epochs, cut=decision.cut, best_epoch=decision.best_epoch, best_perf=decision.best,
-        end_perf=decision.end, tol=decision.tol, perfs=perfs.tolist(), losses=losses.tolist(),
-        decided_by=decision.reason,
+    judged = [judge_length(r.arrays["perfs"], hp.epochs, s.min_epochs, s.length_tol, item_tols[r.key])
+              for r in usable]
+    epochs, why = combine(judged, hp.epochs)
+    t.misc.record(length=LengthStep(
+        runs=len(tasks), epochs_planned=hp.epochs, epochs=epochs, cut=epochs < hp.epochs,
+        slice_items=[len(sl) for sl in slices], rel_tol=s.length_tol, item_tol=item_tols, stop_patience=patience,
+        run_epochs=[r.epochs for r in ordered], run_status=[r.status for r in ordered],
+        perfs=[r.arrays.get("perfs", np.zeros(0)).tolist() for r in ordered],
+        losses=[r.arrays.get("losses", np.zeros(0)).tolist() for r in ordered],
+        run_decisions=[d.reason for d in judged], decided_by=why,
     ))
-    (logger.warning if decision.cut else logger.info)("length check: %s", decision.reason)
-    if not decision.cut:
+    (logger.warning if epochs < hp.epochs or not usable else logger.info)("length check: %s", why)
+    if epochs == hp.epochs:
         return hp
-    return dataclasses.replace(hp, epochs=decision.epochs,
-                               cycle_size_epochs=hp.cycle_size_epochs * decision.epochs / hp.epochs)
+    return dataclasses.replace(hp, epochs=epochs, cycle_size_epochs=hp.cycle_size_epochs * epochs / hp.epochs)
+
+
+def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
+    """The trials' epochs from each usable run's decision, and why: cut only when every run's perf fell
+    (independent replications agree), to the longest of their plateaus; else ``epochs``.
+
+    Example:
+        >>> fell = LengthDecision(20, True, 15, 0.7, 0.6, 0.014, "fell")
+        >>> kept = LengthDecision(100, False, 90, 0.7, 0.7, 0.014, "kept")
+        >>> combine([fell, fell._replace(epochs=30)], 100)[0], combine([fell, kept], 100)[0]
+        (30, 100)
+    """
+    if not judged:
+        return epochs, f"no length run finished; the trials train the planned {epochs} epochs"
+    fell = [d for d in judged if d.cut]
+    ends = ", ".join(f"best {d.best:.4g} after epoch {d.best_epoch}, {d.end:.4g} at the end" for d in judged)
+    if len(fell) < len(judged):
+        return epochs, (f"the held-out perf fell by more than the tolerance in {len(fell)} of {len(judged)} run(s) "
+                        f"({ends}); the {epochs} epochs stand")
+    cut = max(d.epochs for d in judged)
+    return cut, (f"the held-out perf fell from its best in every run ({ends}; tolerance "
+                 f"{', '.join(f'{d.tol:.3g}' for d in judged)}); the trials train {cut} epochs, the longest plateau "
+                 "around a run's best")
