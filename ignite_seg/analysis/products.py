@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 from ..config.analysis import AnalysisSettings
 from ..storage.atomic import to_jsonable
 from ..storage.run_folder import RunFolder
-from . import figures
+from . import figures, length
 from ._mpl import png_bytes
 from .extract import summary_of
 from .figure_spec import FigureSpec
@@ -194,6 +194,7 @@ PRODUCTS: tuple[Product, ...] = (
                           also="lr_sweep.mp4"),)),
     png(figures.BATCH_SIZE),
     png(figures.SCHEDULE),
+    png(length.FIGURE),
     png(figures.THROUGHTIME),
     Product(name="throughtime_anim", needs="animations", outputs=("throughtime.mp4", "throughtime.gif"),
             inputs=figures.THROUGHTIME.inputs, available=figures.THROUGHTIME.is_available, cost=6.0,

@@ -198,3 +198,32 @@ def test_plot_final_pairs_and_hidden():
                                     "layer_names": np.array(["h"]), "layer_0": x}))
     _png(fig)
     assert fig.axes[0].name == "3d"
+
+
+def _length_misc(cut: bool) -> dict:
+    e = np.arange(1, 41, dtype=np.float64)
+    fall = np.where(e <= 10, 0.7 * e / 10, 0.7 - 0.01 * (e - 10))  # best 0.7 at epoch 10, then overfits
+    runs = [fall[:25].tolist(), np.roll(fall, 2)[:30].tolist()]  # both fell and stopped early
+    step = {"runs": 2, "epochs_planned": 40, "epochs": 12 if cut else 40, "cut": cut, "slice_items": [30, 30],
+            "rel_tol": 0.02, "item_tol": [0.0, 0.0], "run_status": ["stopped", "stopped"], "perfs": runs,
+            "decided_by": "x"}
+    return {"steps": {"length": step}}
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_the_length_check_figure_shows_each_runs_curve_best_tolerance_and_the_cut(cut):
+    from ignite_seg.analysis.length import length_caption, length_info, plot_length
+
+    info = length_info(_length_misc(cut), "inv-loss")
+    assert info.best_epochs == (11, 13) and info.bests[0] == pytest.approx(0.69)  # the 3-epoch mean peaks after the raw
+    assert info.tols[0] == pytest.approx(0.02 * info.bests[0])
+    fig = plot_length(info)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sum("stopped: fell" in x for x in labels) == 2 and "planned: 40 epochs" in labels
+    assert ("the trials train 12 epochs" in labels) == cut
+    assert ax.get_title().startswith("Length check: " + ("cut 40 -> 12 epochs" if cut else "40 epochs kept"))
+    assert ("train 12 epochs (dashed)" in length_caption(info)) == cut
+    _png(fig)
+    assert length_info({"steps": {"length": {"runs": 0, "epochs_planned": 5, "epochs": 5}}}) is None  # not run
+    assert length_info({}) is None

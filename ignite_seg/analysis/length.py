@@ -1,0 +1,122 @@
+"""The length check's figure: each run's held-out perf after every epoch, the tolerance under its best,
+and the epochs the trials train (``misc.json`` ``steps.length``, written by :mod:`ignite_seg.tuning.length`).
+
+Registered by one line of :data:`.products.PRODUCTS` (``png(length.FIGURE)``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..smoothing import smooth_epochs
+from ..storage.names import MISC_JSON
+from ..storage.schemas import MiscFile
+from ._mpl import COLORS, PERF_LABELS, new_figure, set_color
+from .figure_spec import FigureSpec
+from .load import hparams_inputs
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from .snapshot import Snapshot
+
+__all__ = ["LengthInfo", "length_info", "length_of", "plot_length", "length_caption", "FIGURE"]
+
+
+@dataclass(frozen=True)
+class LengthInfo:
+    """Each length run's held-out perf per epoch, its smoothed best and tolerance; the decision."""
+
+    perfs: tuple[np.ndarray, ...]
+    #: per run: the 1-based epoch of its smoothed best, the best, its tolerance
+    best_epochs: tuple[int, ...]
+    bests: tuple[float, ...]
+    tols: tuple[float, ...]
+    statuses: tuple[str, ...]
+    epochs_planned: int
+    epochs: int
+    cut: bool
+    accuracy_style: str
+    decided_by: str
+
+
+def length_info(misc: object, accuracy_style: str = "classification") -> LengthInfo | None:
+    """The figure's info from ``misc.json`` as read (``None``: no length run to draw)."""
+    step = MiscFile.from_json(misc).steps.length if isinstance(misc, dict) else None
+    if step is None or not step.runs or not step.perfs or step.epochs_planned is None or step.epochs is None:
+        return None
+    perfs = tuple(np.asarray(p, dtype=np.float64) for p in step.perfs)
+    if not any(p.size for p in perfs):
+        return None
+    item_tols = step.item_tol or [0.0] * len(perfs)
+    best_epochs, bests, tols = [], [], []
+    for p, item_tol in zip(perfs, item_tols):
+        sm = smooth_epochs(p) if p.size else np.full(1, np.nan)
+        k = int(np.nanargmax(sm)) if np.isfinite(sm).any() else 0
+        best_epochs.append(k + 1)
+        bests.append(float(sm[k]))
+        tols.append((step.rel_tol or 0.0) * abs(float(sm[k])) + float(item_tol))
+    return LengthInfo(perfs, tuple(best_epochs), tuple(bests), tuple(tols), tuple(step.run_status or ()),
+                      step.epochs_planned, step.epochs, bool(step.cut), accuracy_style, step.decided_by or "")
+
+
+def length_of(snap: Snapshot) -> LengthInfo | None:
+    return length_info(snap.misc, snap.style)
+
+
+def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
+    """Each run's held-out perf (thin: as measured; thick: the 3-epoch mean the rule reads), its best and
+    the tolerance under it (shaded), and the epochs the trials train."""
+    fig = new_figure(8, 4.2, dpi)
+    ax = fig.subplots()
+    for r, p in enumerate(info.perfs):
+        if not p.size:
+            continue
+        color = COLORS["val"] if r == 0 else set_color(r - 1)
+        e = np.arange(1, p.size + 1)
+        status = info.statuses[r] if r < len(info.statuses) else ""
+        ax.plot(e, p, color=color, lw=0.8, alpha=0.5)
+        ax.plot(e, smooth_epochs(p), color=color, lw=2,
+                label=f"run {r + 1}: held-out slice {r + 1}" + (" (stopped: fell)" if status == "stopped" else ""))
+        best, tol, k = info.bests[r], info.tols[r], info.best_epochs[r]
+        ax.axhspan(best - tol, best, color=color, alpha=0.08)
+        ax.plot([k], [best], "o", color=color, ms=6)
+    ax.axvline(info.epochs_planned, color="grey", ls=":", lw=1, label=f"planned: {info.epochs_planned} epochs")
+    if info.cut:
+        ax.axvline(info.epochs, color=COLORS["chosen"], ls="--", lw=1.5, label=f"the trials train {info.epochs} epochs")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"held-out {PERF_LABELS.get(info.accuracy_style, 'perf')}")
+    ax.set_xlim(0.5, info.epochs_planned + 0.5)
+    verdict = f"cut {info.epochs_planned} -> {info.epochs} epochs" if info.cut else f"{info.epochs} epochs kept"
+    ax.set_title(f"Length check: {verdict}\n(dot: a run's best on its 3-epoch mean; shaded: the tolerance under it)",
+                 fontsize=11)
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+def length_caption(info: LengthInfo) -> str:
+    runs = len(info.perfs)
+    head = (f"The final recipe trained up to its full {info.epochs_planned} epochs in {runs} run(s), each holding "
+            "out its own slice of the training set and scoring it after every epoch, stopping once its perf had "
+            "clearly fallen (thin: as measured; thick: the 3-epoch mean the rule reads; dot: its best; shaded: the "
+            "tolerance under the best). ")
+    if info.cut:
+        return head + (f"Every run's perf fell below its tolerance, so the trials train {info.epochs} epochs (dashed), "
+                       "the longest plateau around a run's best.")
+    return head + f"Not every run fell below its tolerance: the trials train the planned {info.epochs} epochs."
+
+
+def _has_length(snap: Snapshot) -> bool:
+    return length_of(snap) is not None
+
+
+FIGURE = FigureSpec(
+    name="length_check_png", file="length_check.png", needs="images", cost=0.3,
+    inputs=lambda rf: hparams_inputs(rf, MISC_JSON), available=_has_length, extract=length_of, plot=plot_length,
+    caption_of=length_caption, title="Length check",
+    caption="Each length run's held-out perf after every epoch, its best and the tolerance under it, and the "
+            "epochs the trials train (misc.json: steps.length).",
+)
