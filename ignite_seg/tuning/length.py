@@ -8,9 +8,11 @@ recipes; the same recipes cut to 20 epochs 0.706 / 0.704). Nothing before this s
 range test and the batch runs are a few epochs long.
 
 So after the recipe check, :func:`check_length` trains the final recipe its full length, as a trial
-would (:func:`ignite_seg.engine.length_run.run_length`), ``length_runs`` times in parallel, each on the
+would (:func:`ignite_seg.engine.length_run.run_length`), up to ``length_runs`` times, each on the
 training set less its own held-out slice — the tuner's slice, then slices as large drawn from the rest
-— and scores the slice at every epoch's end. Each run's curve is judged by :func:`judge_length` on a
+— and scores the slice at every epoch's end. The runs go one after the other: the trials are cut only
+when every run fell, so a run that did not fall settles it and the next is not run (on a task that does
+not overfit the check costs one run, not ``length_runs``). Each run's curve is judged by :func:`judge_length` on a
 3-epoch moving mean: its perf *fell* when it ends more than the tolerance below its best — ``length_tol``
 of the best, plus :data:`LENGTH_ITEMS` items of the slice for an accuracy (an accuracy on 30 items moves
 in steps of 1/30). A run stops early once it has fallen for :func:`stop_patience` epochs (the rest
@@ -138,30 +140,35 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
     item_tols = [LENGTH_ITEMS / len(sl) if t.recipe.accuracy_style != "inv-loss" else 0.0 for sl in slices]
     patience = stop_patience(hp.epochs)
     tasks = [LengthTask(r, dataclasses.replace(t.recipe, holdout=sl), hp, derive_seed(t.seed, "length", r),
-                        stop_rel_tol=s.length_tol, stop_abs_tol=item_tols[r], stop_patience=patience, device_index=r)
+                        stop_rel_tol=s.length_tol, stop_abs_tol=item_tols[r], stop_patience=patience)
              for r, sl in enumerate(slices)]
-    logger.info("length check: %d run(s) of the recipe's %d epochs, each scoring its own held-out slice of %d items "
-                "after every epoch (stopping once the perf has clearly fallen)", len(tasks), hp.epochs, len(slices[0]))
-    results = run_tasks(t, run_length, tasks, "tune: length check", "length",
-                        lambda task, err: LengthResult(task.key, "failed", error=err))
-    ordered = [results[task.key] for task in tasks]
-    for r in ordered:
-        if r.status in ("failed", "diverged"):
-            logger.warning("length check run %s %s: %s", r.key, r.status,
+    logger.info("length check: up to %d run(s) of the recipe's %d epochs, one after the other, each scoring its own "
+                "held-out slice of %d items after every epoch (a run stops once its perf has clearly fallen; the next "
+                "runs only when it fell)", len(tasks), hp.epochs, len(slices[0]))
+    ordered: list[LengthResult] = []
+    judged: list[LengthDecision] = []
+    for k, task in enumerate(tasks):  # the trials are cut only when every run fell: one that did not settles it
+        r = run_tasks(t, run_length, [task], f"tune: length check (run {k + 1} of {len(tasks)})", "length",
+                      lambda task, err: LengthResult(task.key, "failed", error=err))[task.key]
+        ordered.append(r)
+        if r.status not in ("completed", "stopped") or not r.epochs:
+            logger.warning("length check run %d %s: %s", k + 1, r.status,
                            last_line(r.error) if r.error else "its held-out perf became non-finite")
-    usable = [r for r in ordered if r.status in ("completed", "stopped") and r.epochs > 0]
-    judged = [judge_length(r.arrays["perfs"], hp.epochs, s.min_epochs, s.length_tol, item_tols[r.key])
-              for r in usable]
+            continue
+        judged.append(judge_length(r.arrays["perfs"], hp.epochs, s.min_epochs, s.length_tol, item_tols[k]))
+        if not judged[-1].cut:
+            break
     epochs, why = combine(judged, hp.epochs)
     t.misc.record(length=LengthStep(
-        runs=len(tasks), epochs_planned=hp.epochs, epochs=epochs, cut=epochs < hp.epochs,
-        slice_items=[len(sl) for sl in slices], rel_tol=s.length_tol, item_tol=item_tols, stop_patience=patience,
+        runs=len(ordered), epochs_planned=hp.epochs, epochs=epochs, cut=epochs < hp.epochs,
+        slice_items=[len(sl) for sl in slices[:len(ordered)]], rel_tol=s.length_tol,
+        item_tol=item_tols[:len(ordered)], stop_patience=patience,
         run_epochs=[r.epochs for r in ordered], run_status=[r.status for r in ordered],
         perfs=[r.arrays.get("perfs", np.zeros(0)).tolist() for r in ordered],
         losses=[r.arrays.get("losses", np.zeros(0)).tolist() for r in ordered],
         run_decisions=[d.reason for d in judged], decided_by=why,
     ))
-    (logger.warning if epochs < hp.epochs or not usable else logger.info)("length check: %s", why)
+    (logger.warning if epochs < hp.epochs or not judged else logger.info)("length check: %s", why)
     if epochs == hp.epochs:
         return hp
     return dataclasses.replace(hp, epochs=epochs, cycle_size_epochs=hp.cycle_size_epochs * epochs / hp.epochs)
@@ -182,8 +189,8 @@ def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
     fell = [d for d in judged if d.cut]
     ends = ", ".join(f"best {d.best:.4g} after epoch {d.best_epoch}, {d.end:.4g} at the end" for d in judged)
     if len(fell) < len(judged):
-        return epochs, (f"the held-out perf fell by more than the tolerance in {len(fell)} of {len(judged)} run(s) "
-                        f"({ends}); the {epochs} epochs stand")
+        return epochs, (f"the held-out perf did not fall by more than the tolerance in every run ({ends}; "
+                        f"{len(fell)} of {len(judged)} fell); the {epochs} epochs stand")
     cut = max(d.epochs for d in judged)
     return cut, (f"the held-out perf fell from its best in every run ({ends}; tolerance "
                  f"{', '.join(f'{d.tol:.3g}' for d in judged)}); the trials train {cut} epochs, the longest plateau "
