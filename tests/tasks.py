@@ -1,6 +1,7 @@
 """Tiny models and datasets used by the tests (importable by worker processes)."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
@@ -59,6 +60,26 @@ def noisy_few(n_train: int = 160, n_val: int = 48, n_in: int = 16, seed: int = 0
         return TensorDataset(x, x[:, :2].sum(1, keepdim=True) + torch.randn(n, 1, generator=g))
 
     return make(n_train), make(n_val)
+
+
+class NumpyAugmented(Dataset):
+    """:func:`blobs` read through a ``Dataset`` that augments every read with noise from numpy's global
+    RNG (as albumentations-style pipelines do), not torch's."""
+
+    def __init__(self, base: TensorDataset) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int):
+        x, y = self.base[i]
+        return x + torch.from_numpy(np.random.normal(0.0, 0.5, x.shape).astype(np.float32)), int(y)
+
+
+def blobs_numpy_augmented():
+    train, val = blobs()
+    return NumpyAugmented(train), val
 
 
 class ListDataset(Dataset):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -163,6 +164,29 @@ def recipe(holdout=tuple(range(0, 96, 8))):
         loss=normalize_spec(("torch.nn", "CrossEntropyLoss", (), {}), "l"), accuracy_style="classification",
         holdout=holdout, device="cpu",
     )
+
+
+@pytest.mark.parametrize("run, task_of", [
+    (run_lr_sweep, lambda rec: LRSweepTask(key=0, recipe=rec, init_seed=3, data_seed=4, batch_size=16, lr_start=1e-3,
+                                            lr_end=1.0, iterations=30, diverge_th=2.0, diverge_regain=0.5,
+                                            smooth_f=0.1, noise_chunks=4)),
+    (run_batch_trial, lambda rec: BatchRunTask(key=0, recipe=rec, seed=3, batch_size=16, lr_min=0.01, lr_max=0.1,
+                                               epochs=2.0)),
+])
+def test_a_tuning_task_is_repeatable_when_the_dataset_augments_with_numpys_global_rng(run, task_of):
+    # the same task twice in one process whose numpy RNG was left elsewhere in between (a worker's
+    # earlier tasks): the augmentation must draw the same noise, so the task returns the same result
+    rec = dataclasses.replace(recipe(), dataset=normalize_spec(("tasks", "blobs_numpy_augmented", (), {}), "d"))
+    np.random.seed(1)
+    a = run(task_of(rec))
+    np.random.seed(2)
+    b = run(task_of(rec))
+    assert a.error is None and b.error is None
+    if run is run_lr_sweep:
+        np.testing.assert_array_equal(a.arrays["losses"], b.arrays["losses"])
+        np.testing.assert_array_equal(a.arrays["holdout_losses"], b.arrays["holdout_losses"])
+    else:
+        assert (a.loss, a.perf) == (b.loss, b.perf)
 
 
 def test_lr_sweep_task_diverges_and_stops_and_is_deterministic():

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from ignite.engine import Engine, Events
 from ignite.handlers import LinearCyclicalScheduler, LRScheduler
+from ignite.utils import manual_seed
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import Subset
 
@@ -318,9 +319,15 @@ class _Prepared:
 
 
 def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared:
-    """Build the recipe (model first, from ``init_seed``), split the training set, touch no val item."""
+    """Build the recipe (model first, from ``init_seed``), split the training set, touch no val item.
+
+    ``init_seed`` seeds torch, numpy and ``random`` (ignite's ``manual_seed``), as a trial's seed does: a
+    dataset that augments with numpy's or Python's global RNG (albumentations does) read in this process
+    would otherwise draw whatever a worker's earlier tasks left there, and the same tune would choose
+    differently (an augmented shapes task's range moved 60x between two tunes of one seed).
+    """
     set_threads(recipe.threads)
-    torch.manual_seed(init_seed)
+    manual_seed(init_seed)
     built = build_recipe(recipe.model, recipe.dataset, recipe.loss)
     device = resolve_device(recipe.device, device_index)
     pin = device.type == "cuda"
