@@ -167,6 +167,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=2, help="grid cells re-evaluated")
     ap.add_argument("--no-tpe", action="store_true")
     ap.add_argument("--parts", default="grid,tune,anchor,tpe")
+    ap.add_argument("--length-runs", type=int, default=None,
+                    help="the tuner's length_runs (default: the preset's; 0: no length check, as before session 14)")
     ap.add_argument("--cache", default="bench/tune_quality_cache")
     ap.add_argument("--out", default="out/goals")
     args = ap.parse_args()
@@ -215,7 +217,10 @@ def main() -> None:
         if "tune" in parts and "tuned" not in out:
             with tempfile.TemporaryDirectory(prefix="ignite_seg_goals_") as tmp:
                 rf, t0, cpu0 = RunFolder(tmp), time.perf_counter(), worker_cpu_seconds()
-                hp = choose_recipe(runner, rf, settings(args.recipe), _specs(task), accuracy_style=task["style"],
+                s = settings(args.recipe)
+                if args.length_runs is not None:
+                    s = dataclasses.replace(s, length_runs=args.length_runs)
+                hp = choose_recipe(runner, rf, s, _specs(task), accuracy_style=task["style"],
                           facts=_facts(task), seed=args.seed, device="cpu")
                 tune_cpu, tune_wall = worker_cpu_seconds() - cpu0 + imports_cpu, time.perf_counter() - t0
                 misc = json.loads((rf.hparams / "misc.json").read_text())

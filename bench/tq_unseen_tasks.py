@@ -12,7 +12,10 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
 * ``dicts``: items are dicts (``{"features": ..., "label": ...}``) as a tokenizer-style pipeline yields
   them, batched by the default collate into a dict and turned into ``(x, y)`` by the task's ``prepare_batch``
   (an ``ignite_seg.Data``); scikit-learn's ``make_classification`` (1,500 + 500 items, 20 features, 4 classes,
-  5% labels flipped); an MLP with LayerNorm and GELU.
+  5% labels flipped); an MLP with LayerNorm and GELU;
+* ``friedman`` (session 14): scikit-learn's ``make_friedman1`` (2,000 + 500 items, 10 features, noise 1.0), a larger
+  noisy regression; a ReLU MLP, MSE;
+* ``few_digits`` (session 14): scikit-learn's digits with only 300 training items (1,497 to validate); an MLP.
 
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
@@ -165,10 +168,37 @@ def dicts_model() -> nn.Module:
                          nn.Linear(64, 4))
 
 
+def friedman_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_friedman1
+
+    x, y = make_friedman1(n_samples=2500, n_features=10, noise=1.0, random_state=8)
+    xt, yt, xv, yv = _split(x, y, 500, 9)
+    mu, sd = yt.mean(), yt.std()
+    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor((yt - mu) / sd, dtype=torch.float32)[:, None]),
+            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor((yv - mu) / sd, dtype=torch.float32)[:, None]))
+
+
+def friedman_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+
+
+def few_digits_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    n = len(d.target)
+    return _classes(d.data, d.target, n - 300, 10)  # 300 training items, the other 1,497 to validate
+
+
+def few_digits_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+REGRESSION = ("diabetes", "friedman")
 UNSEEN_TASKS = {
     name: {"model": ("bench.tq_unseen_tasks", f"{name}_model", (), {}),
            "dataset": ("bench.tq_unseen_tasks", f"{name}_dataset", (), {}),
-           "loss": ("torch.nn", "MSELoss" if name == "diabetes" else "CrossEntropyLoss", (), {}),
-           "style": "inv-loss" if name == "diabetes" else "classification"}
-    for name in ("wine", "diabetes", "shapes", "cancer", "dicts")
+           "loss": ("torch.nn", "MSELoss" if name in REGRESSION else "CrossEntropyLoss", (), {}),
+           "style": "inv-loss" if name in REGRESSION else "classification"}
+    for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits")
 }

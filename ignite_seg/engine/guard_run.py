@@ -17,15 +17,12 @@ from dataclasses import dataclass
 from typing import Hashable
 
 import numpy as np
-import torch
 from ignite.engine import Engine, Events
 
 from ..config.hyperparameters import FixedHyperparameters
-from .batching import Batches
 from .handlers import DivergenceStop
 from .schedules import simulate_lrs
-from .sweeps import RecipeSpec, _make_optimizer, _prepare
-from .trainer import create_trainer
+from .sweeps import RecipeSpec, final_recipe_trainer
 
 __all__ = ["GuardTask", "GuardResult", "compressed", "run_guard"]
 
@@ -85,13 +82,9 @@ def run_guard(task: GuardTask) -> GuardResult:
     t0 = time.perf_counter()
     result = GuardResult(task.key, "failed")
     try:
-        prep = _prepare(task.recipe, task.seed, task.device_index)
         hp = task.hparams
+        prep, batches, optimizer, engine = final_recipe_trainer(task.recipe, hp, task.seed, task.device_index)
         result.start_loss = float(prep.scorer.measure(prep.model, prep.holdout)["loss"])
-        batches = Batches(prep.fit, hp.batch_size, torch.Generator().manual_seed(task.seed))
-        optimizer = _make_optimizer(task.recipe, prep.model, hp.lr_start)
-        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, grad_clip_norm=hp.grad_clip_norm,
-                                amp=hp.amp, prepare_batch=prep.prepare_batch)
         lrs = guard_lrs(hp, task.steps)
 
         def set_lr(engine: Engine) -> None:

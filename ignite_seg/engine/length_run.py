@@ -18,17 +18,14 @@ from dataclasses import dataclass, field
 from typing import Hashable
 
 import numpy as np
-import torch
 from ignite.engine import Engine, Events
 
 from ..config.hyperparameters import FixedHyperparameters
 from ..smoothing import smooth_epochs
-from .batching import Batches
 from .ema import attach_ema
 from .handlers import DivergenceStop, report_steps
 from .schedules import build_scheduler
-from .sweeps import RecipeSpec, _prepare
-from .trainer import create_trainer, make_optimizer
+from .sweeps import RecipeSpec, final_recipe_trainer
 
 __all__ = ["LengthTask", "LengthResult", "StopWhenFallen", "run_length"]
 
@@ -98,12 +95,8 @@ def run_length(task: LengthTask) -> LengthResult:
     t0 = time.perf_counter()
     result = LengthResult(task.key, "failed")
     try:
-        prep = _prepare(task.recipe, task.seed, task.device_index)
         hp = task.hparams
-        batches = Batches(prep.fit, hp.batch_size, torch.Generator().manual_seed(task.seed))
-        optimizer = make_optimizer(prep.model, hp.optimizer_spec, lr=hp.lr_start)
-        engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, grad_clip_norm=hp.grad_clip_norm,
-                                amp=hp.amp, prepare_batch=prep.prepare_batch)
+        prep, batches, optimizer, engine = final_recipe_trainer(task.recipe, hp, task.seed, task.device_index)
         engine.add_event_handler(Events.ITERATION_STARTED, build_scheduler(hp, len(batches), optimizer))
         eval_model = attach_ema(engine, prep.model, hp.ema_decay)  # scored as the trials are
         diverged = DivergenceStop()

@@ -39,7 +39,7 @@ from ignite.utils import manual_seed
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import Subset
 
-from ..config.hyperparameters import TrainingOptions
+from ..config.hyperparameters import FixedHyperparameters, TrainingOptions
 from ..config.specs import LoaderSpec
 from ..smoothing import DivergenceMonitor
 from .batching import Batches, BatchSource, PrepareBatch
@@ -340,6 +340,19 @@ def _prepare(recipe: RecipeSpec, init_seed: int, device_index: int) -> _Prepared
     loss_fn = loss_to(built.loss_fn, device)
     scorer = Scorer(loss_fn, recipe.accuracy_style, prepare_batch=passthrough, class_dim=built.data.class_dim)
     return _Prepared(built.model.to(device), loss_fn, fit, holdout, device, prepare, scorer)
+
+
+def final_recipe_trainer(recipe: RecipeSpec, hp: FixedHyperparameters, seed: int, device_index: int = 0
+                         ) -> tuple[_Prepared, Batches, torch.optim.Optimizer, Engine]:
+    """The final recipe ``hp`` set up on the fit split (model from ``seed``, batches drawn from it, the
+    optimizer at ``lr_start``, the trial's trainer with its clipping and AMP): what the recipe check and
+    the length check train; each attaches its own schedule and measurements."""
+    prep = _prepare(recipe, seed, device_index)
+    batches = Batches(prep.fit, hp.batch_size, torch.Generator().manual_seed(seed))
+    optimizer = make_optimizer(prep.model, hp.optimizer_spec, lr=hp.lr_start)
+    engine = create_trainer(prep.model, optimizer, prep.loss_fn, prep.device, grad_clip_norm=hp.grad_clip_norm,
+                            amp=hp.amp, prepare_batch=prep.prepare_batch)
+    return prep, batches, optimizer, engine
 
 
 def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
