@@ -177,3 +177,16 @@ def _schedule_step(epochs):
     from ignite_seg.storage.schemas import ScheduleStep
 
     return ScheduleStep(epochs=epochs, cycle_size_epochs=float(epochs), cycles=1, train_examples=4800, n_train=160)
+
+
+def test_tune_says_when_the_length_check_cut_the_epochs(tmp_path):
+    import ignite_seg
+
+    settings = dataclasses.replace(get_preset("fastest"), length_runs=2)  # 100 epochs on 160 items
+    res = ignite_seg.tune(("tasks", "mlp", (), {"n_in": 16, "n_hidden": 256, "n_out": 1}), ("tasks", "noisy_few", (), {}),
+                          ("torch.nn", "MSELoss", (), {}), folder=tmp_path / "t", hyperparameters=settings,
+                          accuracy_style="inv-loss", cores=2, seed=0)
+    g = _length_record(tmp_path / "t")
+    assert g.cut and res.epochs_planned == 100 and res.hyperparameters.epochs == g.epochs < 100
+    assert f"{g.epochs} epochs (the length check cut 100" in str(res)
+    assert json.loads((tmp_path / "t" / "hparams" / "final.json").read_text())["epochs"] == g.epochs
