@@ -6,7 +6,8 @@
 # usage: bench/start_methods.sh SEG_PYTHON [REPS] [PEERS_DIR]   (SEG_PYTHON: a python that imports this ignite_seg)
 # METHODS="default" runs only the default start method. SEED_BY_REP=1 gives ignite_seg the seed REP-1 in
 # repeat REP (ignite-simple is unseeded: each of its runs is a draw; with a fixed seed ours is one draw
-# repeated), so the val accuracies of a run compare draw against draw.
+# repeated), so the val accuracies of a run compare draw against draw. Each of ours also prints the wall seconds
+# of its tune's length check (session 14: what the ratio would be without it is peer / (ours - length)).
 set -euo pipefail
 PY=${1:?python that imports this ignite_seg}; REPS=${2:-1}; PEERS=${3:-/work/shared/peers}
 OUT=${OUT:-/tmp/start_methods}; mkdir -p "$OUT"
@@ -25,6 +26,8 @@ for rep in $(seq "$REPS"); do
           MPLBACKEND=Agg "$PY" "$PEERS/ignite_seg/digits.py" "$1" "$2" --seed "$seed" --folder "$OUT/run-$method/current" \
           > "$OUT/out-$method.json" 2> "$OUT/log-$method-$rep-$1.txt"
       line="$line | $method $(tail -1 "$OUT/time") $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["val_perf_mean"])' "$OUT/out-$method.json")"
+      # the tune's length check (session 14), wall seconds, from misc.json ("-" where it did not run)
+      line="$line length $(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["compute"]["wall_seconds"].get("length", 0.0), 2))' "$OUT/run-$method/current/hparams/misc.json" 2>/dev/null || echo -)"
     done
     echo "$line"
   done
