@@ -190,3 +190,24 @@ def test_tune_says_when_the_length_check_cut_the_epochs(tmp_path):
     assert g.cut and res.epochs_planned == 100 and res.hyperparameters.epochs == g.epochs < 100
     assert f"{g.epochs} epochs (the length check cut 100" in str(res)
     assert json.loads((tmp_path / "t" / "hparams" / "final.json").read_text())["epochs"] == g.epochs
+
+
+def test_a_length_run_trains_as_a_trial_with_every_option_of_the_recipe():
+    # AdamW, warmup then cosine, clipping and EMA, run in this process: it scores every epoch, ends completed, and
+    # the same task gives the same curve
+    from ignite_seg.engine.length_run import LengthTask, run_length
+    from ignite_seg.engine.sweeps import RecipeSpec
+
+    rec = RecipeSpec(model=normalize_spec(("tasks", "mlp", (), {}), "m"),
+                     dataset=normalize_spec(("tasks", "blobs", (), {}), "d"),
+                     loss=normalize_spec(("torch.nn", "CrossEntropyLoss", (), {}), "l"), accuracy_style="classification",
+                     holdout=tuple(range(0, 96, 8)), device="cpu")
+    hp = FixedHyperparameters(lr_start=1e-3, lr_end=1e-2, batch_size=16, cycle_size_epochs=6.0, epochs=6,
+                              optimizer="adamw", weight_decay=0.01, schedule="cosine", warmup_epochs=1.0,
+                              grad_clip_norm=1.0, ema_decay=0.9)
+    task = LengthTask(0, rec, hp, seed=5, stop_rel_tol=0.02, stop_abs_tol=2 / 12, stop_patience=3)
+    a, b = run_length(task), run_length(task)
+    assert a.error is None and a.status == "completed" and a.epochs == 6
+    assert a.arrays["perfs"].shape == a.arrays["losses"].shape == (6,) and np.isfinite(a.arrays["losses"]).all()
+    assert a.examples == 6 * 6 * 16  # 84 items trained on: 6 batches an epoch (the last short, counted whole)
+    np.testing.assert_array_equal(a.arrays["losses"], b.arrays["losses"])
