@@ -65,6 +65,8 @@ class LRRangeStep(JsonSection):
     #: why this sweep ran its full lr_sweep_len epochs: the capped one before it could not choose
     #: (None: it was the first, and in older folders)
     longer_after: str | None = optional()
+    #: a rescan whose range was not used, and why (the first sweep's range, scaled, was); None: used
+    not_used: str | None = optional()
 
 
 @dataclass(frozen=True)
@@ -226,5 +228,5 @@ class MiscSteps(JsonSection):
 
     @property
     def used_lr_range(self) -> LRRangeStep | None:
-        """The range test whose range was used: the rescan if there was one."""
-        return self.lr_rescan or self.lr_range
+        """The range test whose range was used: the rescan if there was one and it was used."""
+        return self.lr_rescan if self.lr_rescan is not None and not self.lr_rescan.not_used else self.lr_range

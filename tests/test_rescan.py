@@ -1,0 +1,73 @@
+"""The rescan's consistency rule (tuning/recipe.py RESCAN_AGREE): a rescan whose range lies more than a decade
+below the first sweep's, scaled to its batch size, is not used. The sweeps are stand-ins here (the range test
+itself is tested in test_tuner.py and test_lr_range.py); the rule, its record and its files are real."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from ignite_seg import get_preset
+from ignite_seg.config.specs import normalize_spec
+from ignite_seg.storage.run_folder import RunFolder
+from ignite_seg.storage.schemas import LR_INITIAL_NPZ, LR_NPZ, MISC_JSON, LRRangeStep, MiscFile
+from ignite_seg.tuning import recipe
+from ignite_seg.tuning.recipe import RESCAN_AGREE, _final_lr_range, _start
+
+
+def _sweep(lr_min: float, lr_max: float, batch_size: int) -> SimpleNamespace:
+    written: list[str] = []
+    file = SimpleNamespace(write=lambda path: written.append(path.name))
+    return SimpleNamespace(choice=SimpleNamespace(lr_min=lr_min, lr_max=lr_max), file=file, written=written,
+                           batch_size=batch_size)
+
+
+@pytest.fixture
+def tune(tmp_path, monkeypatch):
+    specs = {"model": normalize_spec(("tasks", "mlp", (), {}), "m"), "dataset": normalize_spec(("tasks", "blobs", (), {}), "d"),
+             "loss": normalize_spec(("torch.nn", "CrossEntropyLoss", (), {}), "l")}
+    t = _start(SimpleNamespace(task_threads=1), RunFolder(tmp_path), get_preset("fast"), specs, "classification", 96, 0,
+               "cpu")
+
+    def rescan_at(lr_min, lr_max):
+        def fake(t, batch_size, stage, longer_after=None):
+            t.misc.record(lr_rescan=LRRangeStep(batch_size=batch_size, lr_min=lr_min, lr_max=lr_max))
+            return rescan
+        rescan = _sweep(lr_min, lr_max, 8)
+        monkeypatch.setattr(recipe, "_lr_range_test", fake)
+        return rescan
+
+    return SimpleNamespace(t=t, rescan_at=rescan_at, misc=lambda: MiscFile.from_json(
+        json.loads((tmp_path / "hparams" / MISC_JSON).read_text()), strict=True))
+
+
+def test_a_rescan_that_agrees_with_the_scaled_first_sweep_is_used(tune):
+    first = _sweep(0.04, 0.13, 16)  # scaled to batch 8 (linear below the sweep's batch): 0.02 -> 0.065
+    rescan = tune.rescan_at(0.01, 0.03)  # 2x below: within a decade
+    lo, hi, how = _final_lr_range(tune.t, first, 8)
+    assert (lo, hi) == (0.01, 0.03) and how == "rescanned at batch size 8"
+    assert rescan.written == [LR_NPZ] and first.written == [LR_INITIAL_NPZ]
+    steps = tune.misc().steps
+    assert steps.lr_rescan.not_used is None and steps.used_lr_range is steps.lr_rescan
+
+
+def test_a_rescan_a_decade_below_the_scaled_first_sweep_is_not_used_and_says_why(tune, caplog):
+    # shapes, seed 1 (bench/RESULTS.md session 14): first sweep 0.041 -> 0.129 at batch 16, the rescan at batch 8
+    # stopped as diverged at 0.023-0.044 and chose 0.0019 -> 0.0059, 11x below the first's top scaled (0.065)
+    first = _sweep(0.0409, 0.1292, 16)
+    rescan = tune.rescan_at(0.00187, 0.00591)
+    lo, hi, how = _final_lr_range(tune.t, first, 8)
+    assert (lo, hi) == pytest.approx((0.0409 / 2, 0.1292 / 2))  # the first range, scaled
+    assert "the rescan was not used" in how and f"more than {RESCAN_AGREE:g}x below" in how
+    assert rescan.written == [] and first.written == []  # lr_vs_perf.npz stays the first sweep (written before)
+    steps = tune.misc().steps
+    assert "not used" in steps.lr_rescan.not_used and steps.used_lr_range is steps.lr_range
+    assert "LR rescan: the rescan at batch size 8" in caplog.text
+
+
+def test_the_rule_is_one_sided_a_higher_rescan_is_the_recipe_checks_to_judge(tune):
+    first = _sweep(0.01, 0.02, 16)
+    tune.rescan_at(0.1, 0.5)  # 50x above the scaled first top: used (the recipe check backs off a range too hot)
+    assert _final_lr_range(tune.t, first, 8)[:2] == (0.1, 0.5)
+    assert tune.misc().steps.lr_rescan.not_used is None
