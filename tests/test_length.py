@@ -65,7 +65,8 @@ def test_the_trials_are_cut_only_when_every_run_fell_to_the_longest_plateau():
     kept = judge_length(0.9 - 0.5 / np.arange(1, 101), 100, 5, 0.02)
     assert combine([fell, later], 100)[0] == later.epochs == 33
     epochs, why = combine([fell, kept], 100)
-    assert epochs == 100 and "1 of 2 fell" in why
+    assert epochs == 100 and "fell in 1 of 2 runs, not in every one" in why
+    assert "did not fall by more than the tolerance" in combine([kept], 100)[1]
     assert combine([], 100)[0] == 100
 
 

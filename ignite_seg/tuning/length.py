@@ -188,9 +188,12 @@ def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
         return epochs, f"no length run finished; the trials train the planned {epochs} epochs"
     fell = [d for d in judged if d.cut]
     ends = ", ".join(f"best {d.best:.4g} after epoch {d.best_epoch}, {d.end:.4g} at the end" for d in judged)
+    if not fell:
+        return epochs, (f"the held-out perf did not fall by more than the tolerance ({ends}); the {epochs} epochs "
+                        "stand")
     if len(fell) < len(judged):
-        return epochs, (f"the held-out perf did not fall by more than the tolerance in every run ({ends}; "
-                        f"{len(fell)} of {len(judged)} fell); the {epochs} epochs stand")
+        return epochs, (f"the held-out perf fell in {len(fell)} of {len(judged)} runs, not in every one ({ends}); "
+                        f"the {epochs} epochs stand")
     cut = max(d.epochs for d in judged)
     return cut, (f"the held-out perf fell from its best in every run ({ends}; tolerance "
                  f"{', '.join(f'{d.tol:.3g}' for d in judged)}); the trials train {cut} epochs, the longest plateau "
