@@ -106,7 +106,9 @@ def length_caption(info: LengthInfo) -> str:
     if info.cut:
         return head + (f"Every run's perf fell below its tolerance, so the trials train {info.epochs} epochs (dashed), "
                        "the longest plateau around a run's best.")
-    return head + f"Not every run fell below its tolerance: the trials train the planned {info.epochs} epochs."
+    who = "The run's perf did not fall" if runs == 1 else "Not every run's perf fell"
+    return head + (f"{who} below its tolerance, so the trials train the planned {info.epochs} epochs (a further run "
+                   "is made only when the last one fell).")
 
 
 def _has_length(snap: Snapshot) -> bool:
