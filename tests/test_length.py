@@ -210,5 +210,19 @@ def test_a_length_run_trains_as_a_trial_with_every_option_of_the_recipe():
     a, b = run_length(task), run_length(task)
     assert a.error is None and a.status == "completed" and a.epochs == 6
     assert a.arrays["perfs"].shape == a.arrays["losses"].shape == (6,) and np.isfinite(a.arrays["losses"]).all()
-    assert a.examples == 6 * 6 * 16  # 84 items trained on: 6 batches an epoch (the last short, counted whole)
+    assert a.examples == 6 * 84  # 84 items trained on, 6 epochs (each epoch's last batch is short: counted as it is)
     np.testing.assert_array_equal(a.arrays["losses"], b.arrays["losses"])
+
+
+def test_a_length_run_whose_user_code_raises_returns_the_traceback_and_its_seconds():
+    from ignite_seg.engine.length_run import LengthTask, run_length
+    from ignite_seg.engine.sweeps import RecipeSpec
+
+    rec = RecipeSpec(model=normalize_spec(("tasks", "mlp", (), {}), "m"),
+                     dataset=normalize_spec(("tasks", "no_such_dataset", (), {}), "d"),
+                     loss=normalize_spec(("torch.nn", "CrossEntropyLoss", (), {}), "l"), accuracy_style="classification",
+                     holdout=(0, 1), device="cpu")
+    hp = FixedHyperparameters(lr_start=1e-3, lr_end=1e-2, batch_size=16, cycle_size_epochs=2.0, epochs=2)
+    r = run_length(LengthTask(0, rec, hp, seed=5, stop_rel_tol=0.02, stop_abs_tol=0.0, stop_patience=3))
+    assert r.status == "failed" and r.epochs == 0 and r.seconds > 0
+    assert "no_such_dataset" in r.error and r.error.startswith("Traceback")

@@ -358,6 +358,11 @@ class Batches:
     def __len__(self) -> int:
         return (len(self.source) + self.batch_size - 1) // self.batch_size
 
+    def examples(self, iterations: int) -> int:
+        """Training examples seen in ``iterations`` iterations (each epoch's last batch may be short)."""
+        full, part = divmod(int(iterations), len(self))
+        return full * len(self.source) + min(part * self.batch_size, len(self.source))
+
     def finish_epoch(self) -> None:
         """Run the current epoch's DataLoader iterator out after its last batch.
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
-import traceback
 from dataclasses import dataclass
 from typing import Hashable
 
@@ -23,6 +21,7 @@ from ..config.hyperparameters import FixedHyperparameters
 from .handlers import DivergenceStop
 from .schedules import simulate_lrs
 from .sweeps import RecipeSpec, final_recipe_trainer
+from .task_timing import recorded
 
 __all__ = ["GuardTask", "GuardResult", "compressed", "run_guard"]
 
@@ -79,9 +78,8 @@ def guard_lrs(hp: FixedHyperparameters, steps: int) -> np.ndarray:
 
 def run_guard(task: GuardTask) -> GuardResult:
     """One short run of the recipe (a worker task): held-out loss at the start and at the end."""
-    t0 = time.perf_counter()
     result = GuardResult(task.key, "failed")
-    try:
+    with recorded(result):
         hp = task.hparams
         prep, batches, optimizer, engine = final_recipe_trainer(task.recipe, hp, task.seed, task.device_index)
         result.start_loss = float(prep.scorer.measure(prep.model, prep.holdout)["loss"])
@@ -96,11 +94,8 @@ def run_guard(task: GuardTask) -> GuardResult:
         stop.attach(engine)
         state = engine.run(batches, max_iters=task.steps)
         result.iterations = int(state.iteration)
-        result.examples = int(state.iteration) * hp.batch_size
+        result.examples = batches.examples(state.iteration)
         result.end_loss = math.nan if stop.diverged_at is not None else float(
             prep.scorer.measure(prep.model, prep.holdout)["loss"])
         result.status = "completed" if math.isfinite(result.end_loss) else "diverged"
-    except Exception:
-        result.error = traceback.format_exc()
-    result.seconds = time.perf_counter() - t0
     return result

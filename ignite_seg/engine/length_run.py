@@ -12,8 +12,6 @@ curves mean.
 from __future__ import annotations
 
 import math
-import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Hashable
 
@@ -26,6 +24,7 @@ from .ema import attach_ema
 from .handlers import DivergenceStop, report_steps
 from .schedules import build_scheduler
 from .sweeps import RecipeSpec, final_recipe_trainer
+from .task_timing import recorded
 
 __all__ = ["LengthTask", "LengthResult", "StopWhenFallen", "run_length"]
 
@@ -92,9 +91,8 @@ class StopWhenFallen:
 
 def run_length(task: LengthTask) -> LengthResult:
     """One full-length run of the recipe (a worker task): held-out loss and perf after every epoch."""
-    t0 = time.perf_counter()
     result = LengthResult(task.key, "failed")
-    try:
+    with recorded(result):
         hp = task.hparams
         prep, batches, optimizer, engine = final_recipe_trainer(task.recipe, hp, task.seed, task.device_index)
         engine.add_event_handler(Events.ITERATION_STARTED, build_scheduler(hp, len(batches), optimizer))
@@ -118,13 +116,10 @@ def run_length(task: LengthTask) -> LengthResult:
         state = engine.run(batches, max_epochs=hp.epochs)
         result.arrays = {"losses": np.asarray(losses), "perfs": np.asarray(perfs)}
         result.epochs = len(perfs)
-        result.examples = int(state.iteration) * hp.batch_size
+        result.examples = batches.examples(state.iteration)
         finite = bool(perfs) and math.isfinite(perfs[-1]) and math.isfinite(losses[-1])
         if diverged.diverged_at is not None or not finite:
             result.status = "diverged"
         else:
             result.status = "stopped" if len(perfs) < hp.epochs else "completed"
-    except Exception:
-        result.error = traceback.format_exc()
-    result.seconds = time.perf_counter() - t0
     return result

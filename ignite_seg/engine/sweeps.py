@@ -27,7 +27,6 @@ import contextlib
 import copy
 import math
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterator
 
@@ -46,6 +45,7 @@ from .batching import Batches, BatchSource, PrepareBatch
 from .handlers import CurveRecorder, DivergenceStop, output_loss, report_steps
 from .noise_trainer import GradNorms, NoiseSampling, NoiseTrainer, create_noise_trainer
 from .scoring import AccuracyStyle, Scorer
+from .task_timing import recorded
 from .trainer import (
     SNAPSHOT_POINTS,
     LossFn,
@@ -361,9 +361,8 @@ def _make_optimizer(recipe: RecipeSpec, model: torch.nn.Module, lr: float) -> to
 
 def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
     """One LR range-test repeat: geometric LR, per-iteration records, stop at divergence."""
-    t0 = time.perf_counter()
     result = LRSweepResult(task.key, "failed")
-    try:
+    with recorded(result) as t0:
         prep = _prepare(task.recipe, task.init_seed, task.device_index)
         result.prepare_seconds = time.perf_counter() - t0
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
@@ -379,18 +378,14 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
             state = engine.run(batches, max_iters=task.iterations)
         result.arrays = recorder.arrays()
         result.status = "diverged" if test.diverged_at is not None else "completed"
-        result.examples = _examples(batches, state.iteration)
-    except Exception:
-        result.error = traceback.format_exc()
-    result.seconds = time.perf_counter() - t0
+        result.examples = batches.examples(state.iteration)
     return result
 
 
 def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
     """A short run at ``task.batch_size``: one triangular LR cycle, scored on the held-out slice."""
-    t0 = time.perf_counter()
     result = BatchRunResult(task.key, "failed")
-    try:
+    with recorded(result):
         prep = _prepare(task.recipe, task.seed, task.device_index)
         batches = Batches(prep.fit, task.batch_size, torch.Generator().manual_seed(task.seed))
         iterations = max(2, int(round(task.epochs * len(batches))))
@@ -409,7 +404,7 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
         state = engine.run(batches, max_iters=iterations)
         result.train_seconds = time.perf_counter() - t_train
         result.iterations = int(state.iteration)
-        result.examples = _examples(batches, state.iteration)
+        result.examples = batches.examples(state.iteration)
         if stop.diverged_at is not None:
             result.status, result.perf, result.loss = "diverged", 0.0, math.inf
         else:
@@ -419,15 +414,4 @@ def run_batch_trial(task: BatchRunTask) -> BatchRunResult:
             result.status = "completed" if finite else "diverged"
             if not finite:
                 result.perf, result.loss = 0.0, math.inf
-    except Exception:
-        result.error = traceback.format_exc()
-    result.seconds = time.perf_counter() - t0
     return result
-
-
-def _examples(batches: Batches, iterations: int) -> int:
-    """Training examples processed in ``iterations`` iterations (the last batch may be short)."""
-    n = len(batches.source)
-    per_epoch = len(batches)
-    full, part = divmod(int(iterations), per_epoch)
-    return full * n + min(part * batches.batch_size, n)
