@@ -31,6 +31,7 @@ Run from the repository root; results go to ``--out`` (JSON) and one line to std
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -169,6 +170,8 @@ def main() -> None:
     ap.add_argument("--parts", default="grid,tune,anchor,tpe")
     ap.add_argument("--length-runs", type=int, default=None,
                     help="the tuner's length_runs (default: the preset's; 0: no length check, as before session 14)")
+    ap.add_argument("--keep", default=None, help="keep the tune's folder here (hparams/: misc.json, every task's "
+                    "curves in tasks/) instead of a temporary one")
     ap.add_argument("--cache", default="bench/tune_quality_cache")
     ap.add_argument("--out", default="out/goals")
     args = ap.parse_args()
@@ -215,7 +218,8 @@ def main() -> None:
             save()
         # 3. tune + trials
         if "tune" in parts and "tuned" not in out:
-            with tempfile.TemporaryDirectory(prefix="ignite_seg_goals_") as tmp:
+            with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="ignite_seg_goals_")
+                  ) as tmp:
                 rf, t0, cpu0 = RunFolder(tmp), time.perf_counter(), worker_cpu_seconds()
                 s = settings(args.recipe)
                 if args.length_runs is not None:

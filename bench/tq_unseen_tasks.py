@@ -16,6 +16,11 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
 * ``friedman`` (session 14): scikit-learn's ``make_friedman1`` (2,000 + 500 items, 10 features, noise 1.0), a larger
   noisy regression; a ReLU MLP, MSE;
 * ``few_digits`` (session 14): scikit-learn's digits with only 300 training items (1,497 to validate); an MLP.
+* ``tokens`` (session 15): padded token sequences (lengths 6-24 of a 16-token vocabulary, 2,000 + 500); the label is
+  which of tokens 1-8 occurs most often in the sequence's second half (8% of the training labels random); a 2-layer pre-norm Transformer encoder (d 32, 4 heads, dropout 0.1) with
+  learned positions, a padding mask and a masked mean-pool — the recipe a user brings for text;
+* ``rare`` (session 15): ``make_classification`` with 90% / 10% classes (3,000 + 1,000 items, 30 features, 3% labels
+  flipped): a constant prediction already scores 0.9; an MLP with dropout.
 
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
@@ -194,11 +199,77 @@ def few_digits_model() -> nn.Module:
     return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+class TokenCounts(Dataset):
+    """``n`` sequences of token ids (0 pads), lengths 6-24 over tokens 1-15; the label is the most frequent of tokens
+    1-8 in the sequence's second half (ties redrawn), replaced by a random one on a ``flip`` fraction of the items."""
+
+    def __init__(self, n: int, seed: int, flip: float = 0.0) -> None:
+        g = np.random.default_rng(seed)
+        x = np.zeros((n, 24), np.int64)
+        y = np.zeros(n, np.int64)
+        for i in range(n):
+            while True:
+                length = int(g.integers(6, 25))
+                seq = g.integers(1, 16, length)
+                counts = np.bincount(seq[length // 2:], minlength=16)[1:9]
+                if (counts == counts.max()).sum() == 1:
+                    break
+            x[i, :length], y[i] = seq, int(np.argmax(counts))
+        flipped = g.random(n) < flip
+        y[flipped] = g.integers(0, 8, int(flipped.sum()))
+        self.x, self.y = torch.tensor(x), torch.tensor(y)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[i], self.y[i]
+
+
+class TinyEncoder(nn.Module):
+    """Embedding + learned positions, a pre-norm ``nn.TransformerEncoder`` with the padding mask, masked mean-pool."""
+
+    def __init__(self, vocab: int = 16, d: int = 32, length: int = 24, classes: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d, padding_idx=0)
+        self.pos = nn.Parameter(torch.zeros(1, length, d))
+        layer = nn.TransformerEncoderLayer(d, 4, 64, dropout=0.1, batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pad = x == 0
+        h = self.encoder(self.embed(x) + self.pos[:, : x.shape[1]], src_key_padding_mask=pad)
+        keep = (~pad).unsqueeze(-1).float()
+        return self.head((h * keep).sum(1) / keep.sum(1).clamp(min=1.0))
+
+
+def tokens_dataset() -> tuple[TokenCounts, TokenCounts]:
+    return TokenCounts(2000, 13, flip=0.08), TokenCounts(500, 14)
+
+
+def tokens_model() -> nn.Module:
+    return TinyEncoder()
+
+
+def rare_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(n_samples=4000, n_features=30, n_informative=8, weights=[0.9, 0.1], flip_y=0.03,
+                               class_sep=0.8, random_state=15)
+    return _classes(x, y, 1000, 16)
+
+
+def rare_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Dropout(0.3), nn.Linear(64, 64), nn.ReLU(), nn.Dropout(0.3),
+                         nn.Linear(64, 2))
+
+
 REGRESSION = ("diabetes", "friedman")
 UNSEEN_TASKS = {
     name: {"model": ("bench.tq_unseen_tasks", f"{name}_model", (), {}),
            "dataset": ("bench.tq_unseen_tasks", f"{name}_dataset", (), {}),
            "loss": ("torch.nn", "MSELoss" if name in REGRESSION else "CrossEntropyLoss", (), {}),
            "style": "inv-loss" if name in REGRESSION else "classification"}
-    for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits")
+    for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare")
 }
