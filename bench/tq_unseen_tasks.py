@@ -21,6 +21,10 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
   learned positions, a padding mask and a masked mean-pool — the recipe a user brings for text;
 * ``rare`` (session 15): ``make_classification`` with 90% / 10% classes (3,000 + 1,000 items, 30 features, 3% labels
   flipped): a constant prediction already scores 0.9; an MLP with dropout.
+* ``raw_diabetes`` (session 15): scikit-learn's diabetes with its target in its own units (mean 152, sd 77), not
+  standardised, as a user may hand it over; a ReLU MLP, MSE;
+* ``tags`` (session 15): multi-label (``make_multilabel_classification``, 6 labels, about 2 per item, 1,500 + 500),
+  ``BCEWithLogitsLoss``, perf = the share of labels right (``accuracy_style="multiclass"``); an MLP.
 
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
@@ -265,11 +269,47 @@ def rare_model() -> nn.Module:
                          nn.Linear(64, 2))
 
 
-REGRESSION = ("diabetes", "friedman")
+def raw_diabetes_dataset() -> tuple[TensorDataset, TensorDataset]:
+    """scikit-learn's diabetes as it comes: the features (already centred and scaled by the loader) and the
+    target in its own units (25-346, mean 152), which a user who does not standardise it hands over."""
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes()
+    order = np.random.default_rng(4).permutation(len(d.target))
+    tr, va = order[142:], order[:142]
+
+    def tensors(idx: np.ndarray) -> TensorDataset:
+        return TensorDataset(torch.tensor(d.data[idx], dtype=torch.float32),
+                             torch.tensor(d.target[idx], dtype=torch.float32)[:, None])
+
+    return tensors(tr), tensors(va)
+
+
+def raw_diabetes_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+
+
+def tags_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_multilabel_classification
+
+    x, y = make_multilabel_classification(n_samples=2000, n_features=40, n_classes=6, n_labels=2, random_state=17)
+    xt, yt, xv, yv = _split(x.astype(np.float64), y, 500, 18)
+    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor(yt, dtype=torch.float32)),
+            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor(yv, dtype=torch.float32)))
+
+
+def tags_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(40, 64), nn.ReLU(), nn.Linear(64, 6))
+
+
+REGRESSION = ("diabetes", "friedman", "raw_diabetes")
+LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}}
+STYLES = {"tags": "multiclass", **{name: "inv-loss" for name in REGRESSION}}
 UNSEEN_TASKS = {
     name: {"model": ("bench.tq_unseen_tasks", f"{name}_model", (), {}),
            "dataset": ("bench.tq_unseen_tasks", f"{name}_dataset", (), {}),
-           "loss": ("torch.nn", "MSELoss" if name in REGRESSION else "CrossEntropyLoss", (), {}),
-           "style": "inv-loss" if name in REGRESSION else "classification"}
-    for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare")
+           "loss": ("torch.nn", LOSSES.get(name, "CrossEntropyLoss"), (), {}),
+           "style": STYLES.get(name, "classification")}
+    for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare",
+                 "raw_diabetes", "tags")
 }

@@ -142,3 +142,17 @@ def test_in_one_process_own_metrics_skip_ignites_all_reduce_wrapper_and_give_wha
         out = model(x)
     for name, metric in scorer.metrics.items():
         assert got[name] == _score(metric, (out, y))  # compute() with its reduction: the same value, bit for bit
+
+
+def test_the_perf_grain_is_one_counted_token_one_label_or_nothing_for_a_loss():
+    # padded sequences: 5 real tokens of 8 positions -> one token moves the accuracy by 1/5
+    tagger = Scorer(torch.nn.CrossEntropyLoss(ignore_index=-1), "classification")
+    tagger.measure(torch.nn.Identity(), [(torch.zeros(2, 3, 4), torch.tensor([[0, 1, 1, -1], [2, 2, -1, -1]]))])
+    assert tagger.perf_grain() == pytest.approx(1 / 5)
+    # multi-label: 4 items x 6 labels -> one label of one item moves it by 1/24
+    tags = Scorer(torch.nn.BCEWithLogitsLoss(), "multiclass")
+    tags.measure(torch.nn.Identity(), [(torch.zeros(4, 6), torch.ones(4, 6))])
+    assert tags.perf_grain() == pytest.approx(1 / 24)
+    regression = Scorer(torch.nn.MSELoss(), "inv-loss")
+    regression.measure(torch.nn.Identity(), [(torch.zeros(4, 1), torch.ones(4, 1))])
+    assert regression.perf_grain() == 0.0

@@ -34,7 +34,9 @@ class LengthTask:
     """One full-length run of ``hparams`` with ``recipe.holdout`` held out and scored each epoch.
 
     The run ends early once its smoothed held-out perf has stayed more than ``stop_rel_tol`` x |best| +
-    ``stop_abs_tol`` below its best for ``stop_patience`` epochs (:class:`StopWhenFallen`).
+    ``stop_steps`` of the perf's smallest step on the slice (:meth:`~ignite_seg.engine.scoring.Scorer.perf_grain`:
+    one item, token or label of an accuracy; 0 for a continuous perf) below its best for ``stop_patience``
+    epochs (:class:`StopWhenFallen`).
     """
 
     key: Hashable
@@ -42,19 +44,21 @@ class LengthTask:
     hparams: FixedHyperparameters
     seed: int
     stop_rel_tol: float
-    stop_abs_tol: float
+    stop_steps: float
     stop_patience: int
     device_index: int = 0
 
 
 @dataclass
 class LengthResult:
-    """Held-out loss and perf at the end of each epoch run (``arrays``: ``losses``, ``perfs``)."""
+    """Held-out loss and perf at the end of each epoch run (``arrays``: ``losses``, ``perfs``); ``abs_tol``: the
+    tolerance's absolute part (``stop_steps`` x the perf's grain on the slice)."""
 
     key: Hashable
     status: str  # "completed" | "stopped" (fell clearly) | "diverged" | "failed"
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     epochs: int = 0
+    abs_tol: float = 0.0
     seconds: float = 0.0
     examples: int = 0
     error: str | None = None
@@ -101,15 +105,16 @@ def run_length(task: LengthTask) -> LengthResult:
         diverged.attach(engine)
         losses: list[float] = []
         perfs: list[float] = []
+        stop = StopWhenFallen(perfs, task.stop_rel_tol, 0.0, task.stop_patience)  # its abs_tol set by the first score
 
         def score(engine: Engine) -> None:
             scores = prep.scorer.measure(eval_model, prep.holdout)
             losses.append(float(scores["loss"]))
             perfs.append(float(scores["perf"]))
+            stop.abs_tol = result.abs_tol = task.stop_steps * prep.scorer.perf_grain()
             if not (math.isfinite(losses[-1]) and math.isfinite(perfs[-1])):
                 engine.terminate()
 
-        stop = StopWhenFallen(perfs, task.stop_rel_tol, task.stop_abs_tol, task.stop_patience)
         engine.add_event_handler(Events.EPOCH_COMPLETED, score)
         engine.add_event_handler(Events.EPOCH_COMPLETED, stop)
         report_steps(engine, hp.epochs * len(batches))

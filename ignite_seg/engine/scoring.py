@@ -14,6 +14,7 @@ Custom metrics are any ignite ``Metric`` fed ``(y_pred, y)``; :class:`Scorer` me
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Collection, Iterable, Literal, Mapping
 
 import ignite.distributed as idist
@@ -93,6 +94,11 @@ class TokenAccuracy(Metric):
             raise NotComputableError("TokenAccuracy needs at least one counted target")
         return float(self._correct) / float(self._counted)
 
+    @property
+    def grain(self) -> float:
+        """The smallest step of the accuracy over the targets counted since the last reset: one target."""
+        return 1.0 / self._counted if self._counted else math.nan
+
 
 class MultiLabelAccuracy(Metric):
     """Share of labels right per sample (outputs thresholded), averaged over samples.
@@ -117,6 +123,7 @@ class MultiLabelAccuracy(Metric):
     def reset(self) -> None:
         self._sum = 0.0  # a Python float is a float64
         self._n = 0
+        self._labels = 0
 
     @reinit__is_reduced
     def update(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
@@ -127,6 +134,7 @@ class MultiLabelAccuracy(Metric):
         right = ((y_pred > threshold) == (y > 0.5)).float()
         self._sum += float(right.reshape(right.shape[0], -1).mean(dim=1).sum())
         self._n += right.shape[0]
+        self._labels += right.numel()
 
     @sync_all_reduce("_sum", "_n")
     def compute(self) -> float:
@@ -137,6 +145,11 @@ class MultiLabelAccuracy(Metric):
         if self._n == 0:
             raise NotComputableError("MultiLabelAccuracy needs at least one sample")
         return self._sum / self._n
+
+    @property
+    def grain(self) -> float:
+        """The smallest step of the accuracy since the last reset: one label of one sample."""
+        return 1.0 / self._labels if self._labels else math.nan
 
 
 class SumLoss(Loss):
@@ -255,6 +268,19 @@ class Scorer:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.metrics)
+
+    def perf_grain(self) -> float:
+        """The smallest step ``perf`` could take on the batches last measured: one item, token or label of
+        an accuracy (1 / the targets counted); 0 for a continuous perf (``inv-loss``); NaN before a measure.
+
+        Example:
+            >>> s = Scorer(torch.nn.CrossEntropyLoss(), "classification")
+            >>> _ = s.measure(torch.nn.Linear(3, 2), [(torch.zeros(8, 3), torch.zeros(8, dtype=torch.long))])
+            >>> s.perf_grain()
+            0.125
+        """
+        perf = self.metrics["perf"]
+        return float(perf.grain) if isinstance(perf, (TokenAccuracy, MultiLabelAccuracy)) else 0.0
 
     def measure(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device | str = "cpu") -> dict[str, float]:
         """Every metric over ``batches`` in eval mode; the model's mode is restored afterwards."""

@@ -198,7 +198,8 @@ class LengthStep(JsonSection):
     epochs_planned: int | None = optional()
     epochs: int | None = optional()
     cut: bool | None = optional()
-    #: items of each run's held-out slice; a run's tolerance: ``rel_tol`` x |its best| + its ``item_tol``
+    #: items of each run's held-out slice; a run's tolerance: ``rel_tol`` x |its best| + its ``item_tol`` (2 of an
+    #: accuracy's smallest steps on the slice: items, tokens or labels; 0 for a continuous perf)
     slice_items: list[int] | None = optional()
     rel_tol: float | None = optional()
     item_tol: list[float] | None = optional()

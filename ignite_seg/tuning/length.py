@@ -14,8 +14,8 @@ training set less its own held-out slice — the tuner's slice, then slices as l
 when every run fell, so a run that did not fall settles it and the next is not run (on a task that does
 not overfit the check costs one run, not ``length_runs``). Each run's curve is judged by :func:`judge_length` on a
 3-epoch moving mean: its perf *fell* when it ends more than the tolerance below its best — ``length_tol``
-of the best, plus :data:`LENGTH_ITEMS` items of the slice for an accuracy (an accuracy on 30 items moves
-in steps of 1/30). A run stops early once it has fallen for :func:`stop_patience` epochs (the rest
+of the best, plus :data:`LENGTH_STEPS` of the perf's smallest steps on the slice for an accuracy (one item of
+30 moves it by 1/30; one token, or one label of a multi-label item, by less: the scorer counts them). A run stops early once it has fallen for :func:`stop_patience` epochs (the rest
 would only confirm it). When every run fell (:func:`combine`: independent replications on different
 slices agree), the trials train to the longest of the runs' plateaus around their best (the last epoch
 before the curve leaves the tolerance; at least ``min_epochs``), their cycles shortened in proportion
@@ -45,13 +45,14 @@ from ..smoothing import smooth_epochs
 from ..storage.schemas import LengthStep
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
-__all__ = ["LENGTH_ITEMS", "STOP_PATIENCE_FRAC", "LengthDecision", "judge_length", "stop_patience", "length_slices",
+__all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "LengthDecision", "judge_length", "stop_patience", "length_slices",
            "check_length", "combine"]
 
 logger = logging.getLogger(__name__)
 
-#: For an accuracy, the tolerance also counts this many items of the slices (the measurement's grain).
-LENGTH_ITEMS = 2
+#: For an accuracy, the tolerance also counts this many of its smallest steps on the slice (the
+#: measurement's grain: an item, a token or a label, :meth:`~ignite_seg.engine.scoring.Scorer.perf_grain`).
+LENGTH_STEPS = 2
 #: A run stops once its perf has stayed below its best (less the tolerance) for this fraction of its
 #: epochs, at least :data:`STOP_PATIENCE_MIN` epochs.
 STOP_PATIENCE_FRAC = 0.1
@@ -137,10 +138,9 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
                                         decided_by=f"not run: {why}"))
         return hp
     slices = length_slices(t.n_train, t.recipe.holdout, s.length_runs, t.seed)
-    item_tols = [LENGTH_ITEMS / len(sl) if t.recipe.accuracy_style != "inv-loss" else 0.0 for sl in slices]
     patience = stop_patience(hp.epochs)
     tasks = [LengthTask(r, dataclasses.replace(t.recipe, holdout=sl), hp, derive_seed(t.seed, "length", r),
-                        stop_rel_tol=s.length_tol, stop_abs_tol=item_tols[r], stop_patience=patience)
+                        stop_rel_tol=s.length_tol, stop_steps=LENGTH_STEPS, stop_patience=patience)
              for r, sl in enumerate(slices)]
     logger.info("length check: up to %d run(s) of the recipe's %d epochs, one after the other, each scoring its own "
                 "held-out slice of %d items after every epoch (a run stops once its perf has clearly fallen; the next "
@@ -155,14 +155,14 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
             logger.warning("length check run %d %s: %s", k + 1, r.status,
                            last_line(r.error) if r.error else "its held-out perf became non-finite")
             continue
-        judged.append(judge_length(r.arrays["perfs"], hp.epochs, s.min_epochs, s.length_tol, item_tols[k]))
+        judged.append(judge_length(r.arrays["perfs"], hp.epochs, s.min_epochs, s.length_tol, r.abs_tol))
         if not judged[-1].cut:
             break
     epochs, why = combine(judged, hp.epochs)
     t.misc.record(length=LengthStep(
         runs=len(ordered), epochs_planned=hp.epochs, epochs=epochs, cut=epochs < hp.epochs,
         slice_items=[len(sl) for sl in slices[:len(ordered)]], rel_tol=s.length_tol,
-        item_tol=item_tols[:len(ordered)], stop_patience=patience,
+        item_tol=[r.abs_tol for r in ordered], stop_patience=patience,
         run_epochs=[r.epochs for r in ordered], run_status=[r.status for r in ordered],
         perfs=[r.arrays.get("perfs", np.zeros(0)).tolist() for r in ordered],
         losses=[r.arrays.get("losses", np.zeros(0)).tolist() for r in ordered],
