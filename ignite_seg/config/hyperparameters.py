@@ -221,7 +221,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     cycles: int = 1
     # length check of the final recipe (full-length runs scoring a held-out slice each epoch; 0: none)
     length_runs: int = 2
-    length_tol: float = 0.01
+    length_tol: float = 0.02
     # tuning cost (issue 25): sweeps and batch-size runs capped in steps / examples, the held-out
     # curve sampled; None lifts a cap (sized in epochs only, the held-out slice after every step)
     lr_sweep_max_examples: int | None = 8000
@@ -276,7 +276,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
         _check_int(self, "max_epochs", self.min_epochs)
         _check_int(self, "cycles", 1)
         _check_int(self, "length_runs", 0)
-        _check_number(self, "length_tol", lambda v: 0 <= v < 1, "a relative tolerance in [0, 1) such as 0.01")
+        _check_number(self, "length_tol", lambda v: 0 <= v < 1, "a relative tolerance in [0, 1) such as 0.02")
         if self.optimizer not in ("sgd", "adamw"):
             raise ConfigError(
                 f"HyperparameterSettings.optimizer must be 'sgd' or 'adamw', got {self.optimizer!r}."
