@@ -24,14 +24,23 @@ def _rise_and_fall(epochs: int, peak: int, top: float = 0.7, fall: float = 0.004
     return np.where(e <= peak, top * (1 - np.exp(-e / (peak / 4))), top * (1 - np.exp(-4.0)) - fall * (e - peak))
 
 
-def test_a_curve_that_falls_after_its_best_is_cut_to_the_end_of_the_plateau():
+def test_a_curve_that_falls_after_its_best_is_cut_to_its_best_epoch():
     perfs = _rise_and_fall(100, 20)  # best ~0.687 at epoch 20, ~0.37 at the end
     d = judge_length(perfs, epochs=100, min_epochs=5, rel_tol=0.02)
     assert d.cut and d.best_epoch == 20
-    # the tolerance is 2% of the best = 0.0137: the curve (falling 0.004 an epoch) leaves it after ~3.4 epochs
-    assert d.tol == pytest.approx(0.02 * d.best)
-    assert d.epochs == 23
-    assert "the trials train 23 epochs" in d.reason
+    assert d.tol == pytest.approx(0.02 * d.best)  # 2% of the best: the end lies far below it
+    # to the best, not to where the curve leaves the tolerance (~3.4 epochs later, falling 0.004 an epoch)
+    assert d.epochs == 20
+    assert "the trials train 20 epochs (to its best)" in d.reason
+
+
+def test_a_slow_decline_inside_the_tolerance_for_many_epochs_is_cut_to_the_best():
+    # the shape of the tags task (bench/RESULTS.md, session 15): best at 4, losing 0.0015 an epoch after it;
+    # it stays within 2% of the best (0.016) for ~10 epochs, ends 0.024 below it
+    e = np.arange(1, 21, dtype=np.float64)
+    perfs = np.where(e <= 4, 0.76 + 0.0075 * e, 0.79 - 0.0015 * (e - 4))
+    d = judge_length(perfs, epochs=20, min_epochs=3, rel_tol=0.02)
+    assert d.cut and d.best_epoch == d.epochs in (4, 5)  # the 3-epoch mean may put the peak one epoch on
 
 
 def test_a_curve_still_improving_or_flat_within_the_tolerance_keeps_the_epochs():
@@ -53,17 +62,17 @@ def test_the_items_of_an_accuracy_widen_the_tolerance():
 
 def test_the_cut_is_never_below_min_epochs_nor_above_the_epochs():
     d = judge_length(_rise_and_fall(60, 2, fall=0.02), epochs=60, min_epochs=8, rel_tol=0.02)
-    assert d.cut and d.epochs == 8 and "at least min_epochs" in d.reason
+    assert d.cut and d.best_epoch < d.epochs == 8 and "at least min_epochs" in d.reason
     # a fall that starts within the last min_epochs... of a run whose every epoch would be cut away: kept
     late = judge_length(np.r_[np.linspace(0.5, 0.9, 8), [0.8, 0.7]], epochs=10, min_epochs=10, rel_tol=0.02)
     assert not late.cut and late.epochs == 10
 
 
-def test_the_trials_are_cut_only_when_every_run_fell_to_the_longest_plateau():
+def test_the_trials_are_cut_only_when_every_run_fell_to_the_latest_best():
     fell = judge_length(_rise_and_fall(100, 20), 100, 5, 0.02)
     later = judge_length(_rise_and_fall(100, 30), 100, 5, 0.02)
     kept = judge_length(0.9 - 0.5 / np.arange(1, 101), 100, 5, 0.02)
-    assert combine([fell, later], 100)[0] == later.epochs == 33
+    assert combine([fell, later], 100)[0] == later.epochs == later.best_epoch > fell.epochs
     epochs, why = combine([fell, kept], 100)
     assert epochs == 100 and "fell in 1 of 2 runs, not in every one" in why
     assert "did not fall by more than the tolerance" in combine([kept], 100)[1]

@@ -105,7 +105,7 @@ def length_caption(info: LengthInfo) -> str:
             "tolerance under the best). ")
     if info.cut:
         return head + (f"Every run's perf fell below its tolerance, so the trials train {info.epochs} epochs (dashed), "
-                       "the longest plateau around a run's best.")
+                       "the latest of the runs' best epochs (at least min_epochs).")
     who = "The run's perf did not fall" if runs == 1 else "Not every run's perf fell"
     return head + (f"{who} below its tolerance, so the trials train the planned {info.epochs} epochs (a further run "
                    "is made only when the last one fell).")

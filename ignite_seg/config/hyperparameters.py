@@ -150,9 +150,8 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     6. the **length check**: ``length_runs`` runs of the final recipe, its full length, each holding out
        its own slice of the training set and scoring it after every epoch; when in every run the perf
        ends more than ``length_tol`` of its best (plus 2 of an accuracy's smallest steps on the slice: items,
-       tokens or labels) below it,
-       the trials train only to the longest of the runs' plateaus around their best (at least
-       ``min_epochs``), the cycles shortened in proportion (:mod:`ignite_seg.tuning.length`).
+       tokens or labels) below it, the trials train only to the latest of the runs' best epochs (at
+       least ``min_epochs``), the cycles shortened in proportion (:mod:`ignite_seg.tuning.length`).
        ``length_runs=0`` skips it.
 
     What a tune costs stops growing with the dataset (issue 25): a sweep repeat sees at most

@@ -17,9 +17,12 @@ not overfit the check costs one run, not ``length_runs``). Each run's curve is j
 of the best, plus :data:`LENGTH_STEPS` of the perf's smallest steps on the slice for an accuracy (one item of
 30 moves it by 1/30; one token, or one label of a multi-label item, by less: the scorer counts them). A run stops early once it has fallen for :func:`stop_patience` epochs (the rest
 would only confirm it). When every run fell (:func:`combine`: independent replications on different
-slices agree), the trials train to the longest of the runs' plateaus around their best (the last epoch
-before the curve leaves the tolerance; at least ``min_epochs``), their cycles shortened in proportion
-(the number of cycles kept); else the epochs stand. Runs are judged one by one, not on their mean
+slices agree), the trials train to the latest of the runs' best epochs (at least ``min_epochs``), their
+cycles shortened in proportion (the number of cycles kept); else the epochs stand. To the best, not to
+where the curve leaves the tolerance: a perf that declines slowly stays within 2% for many epochs, and a
+multi-label task whose runs peaked at epochs 3-6 and were cut to that plateau's end (10-15 of 20) trained
+to 0.814-0.819 against 0.832-0.836 at 4 epochs (bench/RESULTS.md, session 15); on diabetes the two cuts
+were within 0.003 of each other. Runs are judged one by one, not on their mean
 curve: two runs that peak at different epochs and stop at different times have a mean that neither
 shows (scikit-learn's diabetes: both runs fell and stopped, at 27 and 59 epochs; their mean over the 27
 epochs they share stayed within the tolerance). It judges the perf, not the loss: on classification
@@ -79,13 +82,12 @@ def judge_length(perfs: Sequence[float], epochs: int, min_epochs: int, rel_tol: 
 
     The curve is smoothed (:func:`~ignite_seg.smoothing.smooth_epochs`); the tolerance is
     ``rel_tol * |best| + abs_tol``. When the end lies more than that below the best, the trials train
-    to the last epoch before the curve first falls out of the tolerance after its best (within
-    ``[min_epochs, epochs]``); else ``epochs``.
+    to the best epoch (within ``[min_epochs, epochs]``); else ``epochs``.
 
     Example:
         >>> rise_fall = [0.5, 0.6, 0.7, 0.71, 0.7, 0.69, 0.6, 0.55, 0.5, 0.5]
         >>> judge_length(rise_fall, epochs=10, min_epochs=2, rel_tol=0.02).epochs  # best 0.703 after epoch 4
-        5
+        4
         >>> judge_length([0.5, 0.6, 0.7, 0.71, 0.71, 0.72], epochs=6, min_epochs=2, rel_tol=0.02).cut
         False
     """
@@ -98,13 +100,12 @@ def judge_length(perfs: Sequence[float], epochs: int, min_epochs: int, rel_tol: 
     if best - end <= tol:
         return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf ends within the tolerance of its "
                               f"best: {where}; the {epochs} epochs stand")
-    last = k + int(np.argmax(sm[k:] < best - tol))  # 0-based index of the first epoch out of the tolerance
-    cut = int(min(epochs, max(min_epochs, last)))  # ``last`` epochs end with the last one within it
+    cut = int(min(epochs, max(min_epochs, k + 1)))
     if cut >= epochs:
-        return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf fell, but not before the last "
-                              f"{epochs - min_epochs} epochs could be cut: {where}; the {epochs} epochs stand")
+        return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf fell, but its best came after the "
+                              f"first {epochs - 1} epochs: {where}; the {epochs} epochs stand")
     return LengthDecision(cut, True, k + 1, best, end, tol, f"held-out perf fell from its best: {where}; the trials "
-                          f"train {cut} epochs (the plateau around the best{', at least min_epochs' if cut == min_epochs else ''})")
+                          f"train {cut} epochs (to its best{', at least min_epochs' if cut > k + 1 else ''})")
 
 
 def stop_patience(epochs: int) -> int:
@@ -176,7 +177,7 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
 
 def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
     """The trials' epochs from each usable run's decision, and why: cut only when every run's perf fell
-    (independent replications agree), to the longest of their plateaus; else ``epochs``.
+    (independent replications agree), to the latest of their best epochs; else ``epochs``.
 
     Example:
         >>> fell = LengthDecision(20, True, 15, 0.7, 0.6, 0.014, "fell")
@@ -196,5 +197,5 @@ def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
                         f"the {epochs} epochs stand")
     cut = max(d.epochs for d in judged)
     return cut, (f"the held-out perf fell from its best in every run ({ends}; tolerance "
-                 f"{', '.join(f'{d.tol:.3g}' for d in judged)}); the trials train {cut} epochs, the longest plateau "
-                 "around a run's best")
+                 f"{', '.join(f'{d.tol:.3g}' for d in judged)}); the trials train {cut} epochs, the latest of the "
+                 "runs' best epochs")
