@@ -73,6 +73,8 @@ def test_the_trials_are_cut_only_when_every_run_fell_to_the_latest_best():
     later = judge_length(_rise_and_fall(100, 30), 100, 5, 0.02)
     kept = judge_length(0.9 - 0.5 / np.arange(1, 101), 100, 5, 0.02)
     assert combine([fell, later], 100)[0] == later.epochs == later.best_epoch > fell.epochs
+    early = judge_length(_rise_and_fall(100, 3), 100, 5, 0.02)  # best at 3, clamped to min_epochs = 5
+    assert combine([early, early], 100)[0] == 5 and "best epochs (at least min_epochs)" in combine([early, early], 100)[1]
     epochs, why = combine([fell, kept], 100)
     assert epochs == 100 and "fell in 1 of 2 runs, not in every one" in why
     assert "did not fall by more than the tolerance" in combine([kept], 100)[1]

@@ -196,6 +196,7 @@ def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
         return epochs, (f"the held-out perf fell in {len(fell)} of {len(judged)} runs, not in every one ({ends}); "
                         f"the {epochs} epochs stand")
     cut = max(d.epochs for d in judged)
+    floor = " (at least min_epochs)" if cut > max(d.best_epoch for d in judged) else ""
     return cut, (f"the held-out perf fell from its best in every run ({ends}; tolerance "
                  f"{', '.join(f'{d.tol:.3g}' for d in judged)}); the trials train {cut} epochs, the latest of the "
-                 "runs' best epochs")
+                 f"runs' best epochs{floor}")
