@@ -213,3 +213,25 @@ if __name__ == "__main__":
     import pathlib
 
     pathlib.Path(__file__).resolve().parents[1].joinpath("docs", "bad_inputs.md").write_text(_markdown())
+
+
+def test_a_regression_in_its_own_units_is_told_its_perf_will_read_near_zero(caplog):
+    # not an error (the tuner decides on the loss): a WARNING with the fix, before any worker starts
+    import logging
+
+    from ignite_seg.config.specs import normalize_spec
+    from ignite_seg.engine.probe import probe_recipe
+
+    def specs(dataset):
+        return (normalize_spec(("tasks", "linear", (), {}), "model_loader"),
+                normalize_spec(("tasks", dataset, (), {}), "dataset_loader"),
+                normalize_spec(("torch.nn", "MSELoss", (), {}), "loss_loader"))
+
+    with caplog.at_level(logging.WARNING, logger="ignite_seg"):
+        probe_recipe(*specs("regression_in_units"), "inv-loss")
+    said = [r.getMessage() for r in caplog.records if "read near 0" in r.getMessage()]
+    assert len(said) == 1 and "standardise them" in said[0] and "targets up to" in said[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ignite_seg"):
+        probe_recipe(*specs("regression"), "inv-loss")  # standardised targets: nothing to say
+    assert not [r for r in caplog.records if "read near 0" in r.getMessage()]

@@ -7,6 +7,7 @@ the argument, the value and the fix, not as a traceback from a worker minutes la
 from __future__ import annotations
 
 import dataclasses
+import logging
 import traceback
 import warnings
 from typing import Any
@@ -20,7 +21,12 @@ from .batching import BatchSource, Data, as_data, default_prepare_batch, tensor_
 from .models import as_model
 from .scoring import ACCURACY_STYLES
 
-__all__ = ["probe_recipe"]
+__all__ = ["probe_recipe", "INV_LOSS_LOUD"]
+
+logger = logging.getLogger(__name__)
+
+#: An ``inv-loss`` perf, ``1 / (1 + loss)``, reads below 0.01 while the loss is above this.
+INV_LOSS_LOUD = 99.0
 
 
 def _call(spec: LoaderSpec, argname: str) -> Any:
@@ -149,7 +155,19 @@ def probe_recipe(
                 f"{type(loss).__name__}{f' of shape {tuple(loss.shape)}' if isinstance(loss, torch.Tensor) else ''}; "
                 "use reduction='mean'."
             )
+        if accuracy_style == "inv-loss" and float(loss) > INV_LOSS_LOUD:
+            _warn_loud_loss(float(loss), y)
     return {"n_train": n_train, "n_val": n_val, "output_shape": tuple(out.shape[1:]), "val_names": data.val_names}
+
+
+def _warn_loud_loss(loss: float, y: Any) -> None:
+    """Say that an ``inv-loss`` perf will read near 0 (the tuner decides on the loss, so its choices stand)."""
+    scale = f" (targets up to {float(y.abs().max()):.3g} in size here)" if isinstance(y, torch.Tensor) and y.numel() else ""
+    logger.warning(
+        "the untrained model's loss on two training items is %.4g, so perf = 1 / (1 + loss) = %.2g: every perf this "
+        "run reports will read near 0 until the loss falls below %g. Targets in their own units%s do that: "
+        "standardise them (and un-standardise the model's predictions), or read the loss instead of the perf",
+        loss, 1.0 / (1.0 + loss), INV_LOSS_LOUD, scale)
 
 
 def _classes_second(out: torch.Tensor, y: Any, class_dim: int, style: str) -> torch.Tensor:
