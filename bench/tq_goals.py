@@ -48,6 +48,10 @@ RECIPES = {
     "adamw-cosine": {"optimizer": "adamw", "weight_decay": 0.01, "schedule": "cosine", "warmup_epochs": 2.0},
     "adamw-inv-sqrt": {"optimizer": "adamw", "weight_decay": 0.01, "schedule": "inv-sqrt", "warmup_epochs": 2.0,
                        "betas": (0.9, 0.98)},
+    # what a recurrent net's recipe adds (session 15: the gru task); for --parts tune,anchor (no grid of these)
+    "sgd-clip": {"grad_clip_norm": 1.0},
+    "adamw-cosine-clip": {"optimizer": "adamw", "weight_decay": 0.01, "schedule": "cosine", "warmup_epochs": 2.0,
+                          "grad_clip_norm": 1.0},
 }
 #: issue 18's grid size, the base of the compute share
 GRID_CELLS = 100

@@ -25,6 +25,8 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
   standardised, as a user may hand it over; a ReLU MLP, MSE;
 * ``tags`` (session 15): multi-label (``make_multilabel_classification``, 6 labels, about 2 per item, 1,500 + 500),
   ``BCEWithLogitsLoss``, perf = the share of labels right (``accuracy_style="multiclass"``); an MLP.
+* ``many_classes`` (session 15): ``make_classification`` with 40 classes (4,000 + 1,000 items, 40 features); an MLP;
+* ``gru`` (session 15): the ``tokens`` task's data (other draws) read by a GRU over packed padded sequences.
 
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
@@ -302,6 +304,42 @@ def tags_model() -> nn.Module:
     return nn.Sequential(nn.Linear(40, 64), nn.ReLU(), nn.Linear(64, 6))
 
 
+def many_classes_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(n_samples=5000, n_features=40, n_informative=24, n_redundant=4, n_classes=40,
+                               n_clusters_per_class=1, class_sep=1.5, random_state=19)
+    return _classes(x, y, 1000, 20)
+
+
+def many_classes_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(40, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 40))
+
+
+class GRUTagger(nn.Module):
+    """Embedding, a 1-layer GRU over the padded sequence (packed by length), its last state to the classes."""
+
+    def __init__(self, vocab: int = 16, d: int = 32, classes: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d, padding_idx=0)
+        self.gru = nn.GRU(d, 64, batch_first=True)
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lengths = (x != 0).sum(1).clamp(min=1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(x), lengths, batch_first=True, enforce_sorted=False)
+        _, h = self.gru(packed)
+        return self.head(h[-1])
+
+
+def gru_dataset() -> tuple[TokenCounts, TokenCounts]:
+    return TokenCounts(2000, 21, flip=0.08), TokenCounts(500, 22)
+
+
+def gru_model() -> nn.Module:
+    return GRUTagger()
+
+
 REGRESSION = ("diabetes", "friedman", "raw_diabetes")
 LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}}
 STYLES = {"tags": "multiclass", **{name: "inv-loss" for name in REGRESSION}}
@@ -311,5 +349,5 @@ UNSEEN_TASKS = {
            "loss": ("torch.nn", LOSSES.get(name, "CrossEntropyLoss"), (), {}),
            "style": STYLES.get(name, "classification")}
     for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare",
-                 "raw_diabetes", "tags")
+                 "raw_diabetes", "tags", "many_classes", "gru")
 }
