@@ -12,6 +12,7 @@ With ``IGNITE_SEG_KILL_AT_WRITE=N`` the process SIGKILLs itself at its N-th atom
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import sys
@@ -22,6 +23,9 @@ sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.dirname(os.path.dirname(HER
 
 
 def main() -> None:
+    # a hang (seen once in a loaded CI run, not reproduced in 20+ runs) leaves every thread's stack in the log the
+    # test prints: the test calls the driver hung at 240 s (test_sweep_kill.DRIVER_TIMEOUT)
+    faulthandler.dump_traceback_later(200, exit=False)
     import torch
 
     import ignite_seg

@@ -10,9 +10,13 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from .harness import ROOT, assert_same_run, completed_trials, load_npz
 
 SCRIPT = Path(__file__).with_name("sweeprun.py")
+#: seconds a sweep driver may run (a few on this machine) before the test calls it a hang
+DRIVER_TIMEOUT = 240
 
 
 def _sweep_driver(folder: Path, kill_at: int | None = None, trace: bool = False,
@@ -25,8 +29,12 @@ def _sweep_driver(folder: Path, kill_at: int | None = None, trace: bool = False,
         env["IGNITE_SEG_KILL_AT_WRITE"] = str(kill_at)
     arg = json.dumps({**(spec or {}), "folder": str(folder), "continuation": continuation})
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.run([sys.executable, str(SCRIPT), arg], env=env, stdout=out, stderr=err, text=True,
-                              timeout=300)
+        try:  # under pytest-timeout's 300 s, so that a hang fails with the driver's own log, not a bare timeout
+            proc = subprocess.run([sys.executable, str(SCRIPT), arg], env=env, stdout=out, stderr=err, text=True,
+                                  timeout=DRIVER_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            err.seek(0)
+            pytest.fail(f"the sweep driver ran past {DRIVER_TIMEOUT} s (a hang); its log ended:\n{err.read()[-4000:]}")
         out.seek(0)
         err.seek(0)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
