@@ -37,7 +37,8 @@ class TuneResult:
 
     ``lr_range`` is the range the LR range test chose at ``lr_range_batch_size``; the recipe's
     ``lr_start``/``lr_end`` are that range scaled to the chosen ``batch_size``. ``epochs_planned`` is the
-    schedule's epochs when the length check cut them (the recipe's ``epochs``), else ``None``.
+    schedule's epochs when the length check cut them or took the compressed schedule (the recipe's ``epochs``
+    are then fewer), else ``None``; ``length_compressed`` says which.
     """
 
     hyperparameters: FixedHyperparameters
@@ -49,10 +50,13 @@ class TuneResult:
     noise_scale: float
     paths: Mapping[str, Path] = field(default_factory=dict)
     epochs_planned: int | None = None
+    length_compressed: bool = False
 
     def __str__(self) -> str:
         hp = self.hyperparameters
-        cut = f" (the length check cut {self.epochs_planned}: the held-out perf fell)" if self.epochs_planned else ""
+        cut = ("" if not self.epochs_planned else
+               f" (the length check compressed {self.epochs_planned}: the shorter schedule ended better)"
+               if self.length_compressed else f" (the length check cut {self.epochs_planned}: the held-out perf fell)")
         return (f"tuned in {self.folder}: lr {hp.lr_start:.4g} -> {hp.lr_end:.4g} at batch size {hp.batch_size}, "
                 f"{hp.epochs} epochs{cut} (LR range [{self.lr_range[0]:.4g}, {self.lr_range[1]:.4g}] at batch size "
                 f"{self.lr_range_batch_size}; batch size: {self.batch_reason})")
@@ -129,4 +133,5 @@ def tune_result(folder: str | os.PathLike[str]) -> TuneResult:
         noise_scale=float(getattr(batch, "noise_scale", None) or nan),
         paths={p.name: p for p in sorted(rf.hparams.iterdir()) if p.is_file()},
         epochs_planned=steps.length.epochs_planned if steps.length is not None and steps.length.cut else None,
+        length_compressed=bool(steps.length is not None and steps.length.short_won),
     )

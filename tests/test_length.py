@@ -10,11 +10,21 @@ import pytest
 
 from ignite_seg import FixedHyperparameters, get_preset
 from ignite_seg.config.specs import normalize_spec
-from ignite_seg.engine.length_run import StopWhenFallen
+from ignite_seg.engine.length_run import LengthResult, StopWhenFallen
+from ignite_seg.engine.schedules import simulate_lrs
 from ignite_seg.runtime.tasks import TaskRunner
 from ignite_seg.storage.run_folder import RunFolder
 from ignite_seg.storage.schemas import MISC_JSON, MiscFile
-from ignite_seg.tuning.length import check_length, combine, judge_length, length_slices, stop_patience
+from ignite_seg.tuning import length as length_mod
+from ignite_seg.tuning.length import (
+    check_length,
+    combine,
+    compare_ends,
+    judge_length,
+    length_slices,
+    short_schedule,
+    stop_patience,
+)
 from ignite_seg.tuning.recipe import _start
 
 
@@ -102,6 +112,129 @@ def test_the_slices_are_the_tuners_then_disjoint_ones_of_the_same_size():
     assert len(small[1]) == 3 and all(0 <= i < 6 for i in small[1])
 
 
+@pytest.mark.parametrize("schedule, warmup", [("cosine", 2.0), ("triangular", 0.0), ("one-cycle", 0.0),
+                                              ("inv-sqrt", 1.5)])
+def test_the_shorter_schedule_is_the_same_shape_over_fewer_epochs(schedule, warmup):
+    hp = FixedHyperparameters(lr_start=0.001, lr_end=0.01, batch_size=16, epochs=15, cycle_size_epochs=15.0,
+                              schedule=schedule, warmup_epochs=warmup)
+    short = short_schedule(hp, 1 / 3, min_epochs=5)
+    assert short is not None and short.epochs == 5 and short.cycle_size_epochs == 5.0
+    assert short.warmup_epochs == pytest.approx(warmup / 3)
+    full, compressed = simulate_lrs(hp, 30), simulate_lrs(short, 30)
+    assert compressed.size * 3 == full.size
+    # the same LR at the same fraction of the run: where it peaks, where it ends
+    np.testing.assert_allclose(compressed, full[1::3], rtol=0.2, atol=0.0015)
+    assert np.argmax(compressed) == pytest.approx(np.argmax(full) / 3, abs=2)
+    assert compressed[-1] == pytest.approx(full[-1], rel=0.25)
+
+
+def test_no_shorter_schedule_below_min_epochs_or_when_switched_off():
+    hp = FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=16, epochs=12, cycle_size_epochs=6.0)
+    assert short_schedule(hp, 1 / 3, min_epochs=5).epochs == 5  # 4 is below min_epochs
+    assert short_schedule(hp, 1 / 3, min_epochs=12) is None and short_schedule(hp, 0.0, min_epochs=1) is None
+    assert short_schedule(dataclasses.replace(hp, warmup_epochs=0.0, warmup_steps=90), 0.5, 1).warmup_steps == 45
+
+
+def _ran(key, perfs, status="completed", abs_tol=0.01):
+    return LengthResult(key, status, {"perfs": np.asarray(perfs, float), "losses": np.zeros(len(perfs))},
+                        len(perfs), abs_tol=abs_tol)
+
+
+def test_the_ends_are_compared_with_the_full_runs_tolerance_and_a_failed_run_never_wins():
+    flat = _ran(0, [0.70, 0.76, 0.75])  # its end: 0.755, the mean of its last two epochs
+    assert compare_ends(flat, _ran(1, [0.7, 0.80, 0.79]), 0.02).better  # 0.795 - 0.755 > 0.02 x 0.755 + 0.01
+    assert not compare_ends(flat, _ran(1, [0.7, 0.77, 0.78]), 0.02).better
+    assert not compare_ends(flat, _ran(1, [0.7, 0.70, 0.84]), 0.02).better  # one high last epoch: 0.77
+    assert not compare_ends(flat, _ran(1, [0.9], status="failed"), 0.02).better
+    assert not compare_ends(flat, _ran(1, [0.7, float("nan")], status="diverged"), 0.02).better
+
+
+class _Curves:
+    """Stands in for the worker runs: each length task's perf curve by its slice and schedule; records each call."""
+
+    def __init__(self, full, short):
+        self.full, self.short, self.calls = full, short, []
+
+    def __call__(self, t, fn, tasks, desc, stage, failed):
+        self.calls.append([task.key for task in tasks])
+        out = {}
+        for task in tasks:
+            short = isinstance(task.key, tuple)
+            r = task.key[1] if short else task.key
+            curve = (self.short if short else self.full)[r]
+            assert len(curve) == task.hparams.epochs  # the short run trains the compressed schedule
+            out[task.key] = _ran(task.key, curve, "completed", abs_tol=2 / 50)
+        return out
+
+
+def _check_with(runner, monkeypatch, tmp_path, full, short, epochs=15, **settings):
+    t = _tune_run(runner, tmp_path, "blobs", {}, "CrossEntropyLoss", 500, **settings)
+    curves = _Curves(full, short)
+    monkeypatch.setattr(length_mod, "run_tasks", curves)
+    hp = FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=16, epochs=epochs,
+                              cycle_size_epochs=float(epochs), schedule="cosine", warmup_epochs=1.5)
+    return hp, check_length(t, hp), _length_record(tmp_path), curves.calls
+
+
+FLAT = [0.6, 0.7, 0.74, 0.75, 0.76, 0.74, 0.75, 0.76, 0.75, 0.74, 0.76, 0.75, 0.75, 0.76, 0.75]  # never fell
+
+
+def test_a_shorter_schedule_that_ends_better_on_every_slice_is_what_the_trials_train(runner, monkeypatch, tmp_path):
+    # the GRU of bench/RESULTS.md (session 15): a tuned peak too hot for 15 epochs, right for 5; its slice curve flat
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [FLAT, FLAT], [[0.7, 0.78, 0.8, 0.82, 0.84]] * 2)
+    assert calls == [[0, ("short", 0)], [1, ("short", 1)]]  # each pair side by side; the second only after a win
+    assert got == short_schedule(hp, 1 / 3, 5) and got.epochs == 5 and got.warmup_epochs == pytest.approx(0.5)
+    assert g.short_won and g.cut and g.epochs == 5 and g.epochs_planned == 15 and g.short_epochs == 5
+    assert g.runs == 2 and len(g.short_perfs) == 2 and g.short_status == ["completed"] * 2
+    assert "yet the recipe compressed to 5 epochs ended above the full 15-epoch schedule by more than the tolerance on every slice" in g.decided_by
+
+
+def test_the_report_says_the_trials_train_the_compressed_schedule_and_its_figure_shows_both(runner, monkeypatch,
+                                                                                              tmp_path):
+    from ignite_seg.analysis.length import length_caption, length_info, plot_length
+    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
+
+    monkeypatch.setattr(length_mod, "run_tasks", _Curves([FLAT, FLAT], [[0.7, 0.78, 0.8, 0.82, 0.84]] * 2))
+    t = _tune_run(runner, tmp_path, "blobs", {}, "CrossEntropyLoss", 500)
+    t.misc.record(schedule=_schedule_step(15))
+    hp = check_length(t, FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=16, epochs=15,
+                                              cycle_size_epochs=15.0))
+    misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
+    md = render_markdown(summary_info({"hp_kind": "tuned"}, hp.to_dict(), None, [], TunerFiles(misc=misc)))
+    line = next(ln for ln in md.splitlines() if ln.startswith("- **length check**"))
+    assert "15 -> 5 epochs (compressed)" in line and "2 of the recipe compressed to 5 epochs" in line
+    schedule = next(ln for ln in md.splitlines() if ln.startswith("- **schedule**"))
+    assert "the length check compressed the planned 15" in schedule
+    info = length_info(misc)
+    assert info.short_won and info.short_epochs == 5 and len(info.short_perfs) == 2
+    assert "No run's perf fell below its tolerance" in length_caption(info)
+    assert "the trials train the compressed 5-epoch schedule" in length_caption(info)
+    assert len(plot_length(info).axes[0].get_lines()) > 2 * 3  # each run, its mean, its best; each shorter run
+
+
+def test_the_shorter_schedule_must_win_on_every_slice_and_a_lost_first_pair_ends_the_check(runner, monkeypatch, tmp_path):
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [FLAT, FLAT], [[0.7, 0.78, 0.8, 0.82, 0.84],
+                                                                          [0.7, 0.72, 0.74, 0.75, 0.77]])
+    assert got == hp and not g.cut and g.short_won is False and len(calls) == 2  # 0.77 - 0.75 is inside 0.055
+    assert "did not end above the full schedule by the tolerance on every slice" in g.decided_by
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path / "b", [FLAT, FLAT], [[0.6, 0.7, 0.72, 0.74, 0.76]] * 2)
+    assert got == hp and calls == [[0, ("short", 0)]]  # it lost on the first slice: nothing more is run
+    assert g.runs == 1 and len(g.short_perfs) == 1 and "the 15 epochs stand" in g.decided_by
+
+
+def test_when_every_full_run_fell_the_trials_are_cut_to_the_best_and_the_shorter_is_not_taken(runner, monkeypatch, tmp_path):
+    fell = [0.6, 0.7, 0.8, 0.82, 0.8, 0.75, 0.7, 0.68, 0.66, 0.65, 0.64, 0.63, 0.62, 0.61, 0.6]
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [fell, fell], [[0.7, 0.78, 0.8, 0.82, 0.9]] * 2)
+    assert got.epochs == 5 and got.warmup_epochs == hp.warmup_epochs  # cut to its best (at least min_epochs)
+    assert g.cut and not g.short_won and calls == [[0, ("short", 0)], [1]]
+    assert "fell from its best in every run" in g.decided_by
+
+
+def test_length_short_0_compares_no_shorter_schedule(runner, monkeypatch, tmp_path):
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [FLAT], [], length_short=0.0)
+    assert got == hp and calls == [[0]] and g.short_epochs is None and g.short_perfs is None
+
+
 # -- real full-length runs in worker processes ----------------------------------------------------------
 @pytest.fixture(scope="module")
 def runner():
@@ -146,6 +279,8 @@ def test_a_healthy_recipe_keeps_its_epochs(runner, tmp_path):
     # the first run did not fall: that settles it (a cut needs every run to fall), the second is not run
     assert not g.cut and g.epochs == 20 and g.runs == 1 and g.run_epochs == [20] and g.run_status == ["completed"]
     assert g.item_tol == pytest.approx([2 / 10]) and "stand" in g.decided_by  # 2 of its 10 items
+    # beside it, on another worker, the recipe compressed to 7 epochs; it did not end better, so 20 stand
+    assert g.short_epochs == 7 and [len(p) for p in g.short_perfs] == [7] and g.short_won is False
 
 
 def test_a_multi_label_accuracy_moves_by_one_label_and_its_tolerance_counts_labels(runner, tmp_path):
@@ -247,3 +382,11 @@ def test_a_length_run_whose_user_code_raises_returns_the_traceback_and_its_secon
     r = run_length(LengthTask(0, rec, hp, seed=5, stop_rel_tol=0.02, stop_steps=2, stop_patience=3))
     assert r.status == "failed" and r.epochs == 0 and r.seconds > 0
     assert "no_such_dataset" in r.error and r.error.startswith("Traceback")
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, 1.5])
+def test_length_short_outside_0_to_1_is_refused_with_the_fix(bad):
+    from ignite_seg.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match=r"length_short.*1/3"):
+        dataclasses.replace(get_preset("fast"), length_short=bad)

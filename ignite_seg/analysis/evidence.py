@@ -102,6 +102,10 @@ def epochs_evidence(hp_kind: str, step: ScheduleStep | None, settings: Mapping[s
         how += f", kept within [min_epochs, max_epochs] = [{lo}, {hi}]"
     if step.cycles and step.cycles > 1:
         how += f", rounded to {step.cycles} whole cycles"
+    if length is not None and length.short_won:
+        return (f"{length.epochs} epochs: the length check compressed the planned {step.epochs} ({how}), cycles and "
+                "warmup in proportion: the held-out perf of the compressed schedule ended above the full one on "
+                "every length slice",)
     if length is not None and length.cut:
         return (f"{length.epochs} epochs: the length check cut the planned {step.epochs} ({how}): the held-out "
                 "perf fell after its best in every length run",)

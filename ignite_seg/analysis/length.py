@@ -40,6 +40,10 @@ class LengthInfo:
     cut: bool
     accuracy_style: str
     decided_by: str
+    #: the shorter schedule's epochs (0: none compared), its runs' perf per epoch (run k on run k's slice), taken
+    short_epochs: int = 0
+    short_perfs: tuple[np.ndarray, ...] = ()
+    short_won: bool = False
 
 
 def length_info(misc: object, accuracy_style: str = "classification") -> LengthInfo | None:
@@ -59,7 +63,10 @@ def length_info(misc: object, accuracy_style: str = "classification") -> LengthI
         bests.append(float(sm[k]))
         tols.append((step.rel_tol or 0.0) * abs(float(sm[k])) + float(item_tol))
     return LengthInfo(perfs, tuple(best_epochs), tuple(bests), tuple(tols), tuple(step.run_status or ()),
-                      step.epochs_planned, step.epochs, bool(step.cut), accuracy_style, step.decided_by or "")
+                      step.epochs_planned, step.epochs, bool(step.cut), accuracy_style, step.decided_by or "",
+                      short_epochs=step.short_epochs or 0,
+                      short_perfs=tuple(np.asarray(p, dtype=np.float64) for p in step.short_perfs or ()),
+                      short_won=bool(step.short_won))
 
 
 def length_of(snap: Snapshot) -> LengthInfo | None:
@@ -83,13 +90,24 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
         best, tol, k = info.bests[r], info.tols[r], info.best_epochs[r]
         ax.axhspan(best - tol, best, color=color, alpha=0.08)
         ax.plot([k], [best], "o", color=color, ms=6)
+    for r, p in enumerate(info.short_perfs):
+        if not p.size:
+            continue
+        color = COLORS["val"] if r == 0 else set_color(r - 1)
+        if r < len(info.perfs) and info.perfs[r].size:  # the full run's end, with which this one's is compared
+            ax.plot([info.perfs[r].size], [smooth_epochs(info.perfs[r])[-1]], "o", color=color, ms=8, mfc="white",
+                    mew=1.5)
+        ax.plot(np.arange(1, p.size + 1), p, color=color, lw=1.5, ls="--", marker="s", ms=3,
+                label=f"slice {r + 1}: the recipe compressed to {info.short_epochs} epochs")
+        ax.plot([p.size], [smooth_epochs(p)[-1]], "s", color=color, ms=8, mfc="white", mew=1.5)
     ax.axvline(info.epochs_planned, color="grey", ls=":", lw=1, label=f"planned: {info.epochs_planned} epochs")
     if info.cut:
         ax.axvline(info.epochs, color=COLORS["chosen"], ls="--", lw=1.5, label=f"the trials train {info.epochs} epochs")
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"held-out {PERF_LABELS.get(info.accuracy_style, 'perf')}")
     ax.set_xlim(0.5, info.epochs_planned + 0.5)
-    verdict = f"cut {info.epochs_planned} -> {info.epochs} epochs" if info.cut else f"{info.epochs} epochs kept"
+    verdict = (f"the {info.epochs}-epoch schedule ended better" if info.short_won
+               else f"cut {info.epochs_planned} -> {info.epochs} epochs" if info.cut else f"{info.epochs} epochs kept")
     ax.set_title(f"Length check: {verdict}\n(dot: a run's best on its 3-epoch mean; shaded: the tolerance under it)",
                  fontsize=11)
     ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
@@ -103,12 +121,33 @@ def length_caption(info: LengthInfo) -> str:
             "out its own slice of the training set and scoring it after every epoch, stopping once its perf had "
             "clearly fallen (thin: as measured; thick: the 3-epoch mean the rule reads; dot: its best; shaded: the "
             "tolerance under the best). ")
-    if info.cut:
+    if info.cut and not info.short_won:
         return head + (f"Every run's perf fell below its tolerance, so the trials train {info.epochs} epochs (dashed), "
                        "the latest of the runs' best epochs (at least min_epochs).")
-    who = "The run's perf did not fall" if runs == 1 else "Not every run's perf fell"
-    return head + (f"{who} below its tolerance, so the trials train the planned {info.epochs} epochs (a further run "
-                   "is made only when the last one fell).")
+    fell = sum(_fell(p, b, t) for p, b, t in zip(info.perfs, info.bests, info.tols))
+    who = ("The run's perf did not fall below its tolerance" if runs == 1 and not fell
+           else f"The perf fell below its tolerance in {fell} of the {runs} runs, not in every one" if fell
+           else "No run's perf fell below its tolerance")
+    shorter = ""
+    if info.short_perfs:
+        n = len(info.short_perfs)
+        shorter = (f" Beside it, the recipe compressed to {info.short_epochs} epochs (its cycles and warmup in "
+                   f"proportion) trained on the same slice{'s' if n > 1 else ''} (dashed, squares; open square: its "
+                   "end, the mean of its last two epochs; open circle: the full run's end, with which it is "
+                   "compared).")
+    if info.short_won:
+        return head + (f"{who}.{shorter} It ended above the full schedule by more than the "
+                       f"tolerance on every slice, so the trials train the compressed {info.epochs}-epoch schedule.")
+    if info.short_perfs:
+        shorter += (" It did not end above the full schedule by the tolerance on every slice, so the full schedule "
+                    "stands.")
+    return head + (f"{who}, so the trials train the planned {info.epochs} epochs (a further run "
+                   f"is made only when the last one fell).{shorter}")
+
+
+def _fell(perfs: np.ndarray, best: float, tol: float) -> bool:
+    """Whether a run's 3-epoch mean ends more than ``tol`` below its ``best`` (the rule of the check)."""
+    return bool(perfs.size) and float(smooth_epochs(perfs)[-1]) < best - tol
 
 
 def _has_length(snap: Snapshot) -> bool:
@@ -119,6 +158,6 @@ FIGURE = FigureSpec(
     name="length_check_png", file="length_check.png", needs="images", cost=0.3,
     inputs=lambda rf: hparams_inputs(rf, MISC_JSON), available=_has_length, extract=length_of, plot=plot_length,
     caption_of=length_caption, title="Length check",
-    caption="Each length run's held-out perf after every epoch, its best and the tolerance under it, and the "
-            "epochs the trials train (misc.json: steps.length).",
+    caption="Each length run's held-out perf after every epoch, its best and the tolerance under it, the "
+            "recipe compressed to fewer epochs beside it, and the epochs the trials train (misc.json: steps.length).",
 )

@@ -111,7 +111,8 @@ def run_length(task: LengthTask) -> LengthResult:
             scores = prep.scorer.measure(eval_model, prep.holdout)
             losses.append(float(scores["loss"]))
             perfs.append(float(scores["perf"]))
-            stop.abs_tol = result.abs_tol = task.stop_steps * prep.scorer.perf_grain()
+            if len(perfs) == 1:  # the grain is the slice's, known once it has been scored
+                stop.abs_tol = result.abs_tol = task.stop_steps * prep.scorer.perf_grain()
             if not (math.isfinite(losses[-1]) and math.isfinite(perfs[-1])):
                 engine.terminate()
 

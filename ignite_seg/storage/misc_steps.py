@@ -213,6 +213,13 @@ class LengthStep(JsonSection):
     #: each usable run's verdict, and the rule that decided, in words
     run_decisions: list[str] | None = optional()
     decided_by: str | None = optional()
+    #: the shorter schedule (the recipe compressed to ``length_short`` of its epochs, cycles and warmup in
+    #: proportion): its epochs, each of its runs' held-out perf after every epoch (run k on run k's slice), how each
+    #: ended, and whether the trials train it (it ended above the full schedule by the tolerance on every slice)
+    short_epochs: int | None = optional()
+    short_perfs: list[list[float]] | None = optional()
+    short_status: list[str] | None = optional()
+    short_won: bool | None = optional()
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,17 @@ epochs they share stayed within the tolerance). It judges the perf, not the loss
 the held-out loss rises from over-confidence while the accuracy still improves (a loss rule would have
 cut the tiny benchmark's AdamW recipe and lost 0.0055).
 
+A perf that does not fall can still end lower than a shorter schedule would: a recipe tuned hot suits a short
+schedule (bench/RESULTS.md, session 15: a GRU's tuned peaks gave 0.77-0.81 over the planned 15 epochs and
+0.83-0.86 over 4-5), and epoch 5 of a 15-epoch schedule is not a 5-epoch run (its LR has not annealed). So beside
+the first run, on another worker, :func:`short_schedule` trains the recipe compressed to ``length_short`` of its
+epochs (at least ``min_epochs``; its cycles and warmup in proportion) on the same slice. When the full runs did not
+all fall, each slice's pair is compared at its end (:func:`compare_ends`: on the 3-epoch mean, the last two epochs; the
+full run's tolerance): the trials train the shorter schedule only when it ended above the full one by more than
+the tolerance on every slice (up to ``length_runs``; the next pair is run only after a win). An oracle of 26
+recipes (E against E/3 on val, 4 trials each) found the shorter clearly better on 7 and clearly worse on 15, by up
+to 0.27: the rule asks for a margin and a replication because a wrong adoption costs more than a missed one.
+
 Nothing is run when ``length_runs`` is 0 or the trials train ``min_epochs`` already. The decision and
 its evidence (every run's curves and verdict) are kept in ``misc.json`` (``steps.length``,
 :class:`~ignite_seg.storage.schemas.LengthStep`) and said in the log and the report.
@@ -49,7 +60,7 @@ from ..storage.schemas import LengthStep
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
 __all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "LengthDecision", "judge_length", "stop_patience", "length_slices",
-           "check_length", "combine"]
+           "short_schedule", "check_length", "combine", "ShortPair", "compare_ends", "short_verdict"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +74,7 @@ STOP_PATIENCE_MIN = 3
 
 
 class LengthDecision(NamedTuple):
-    """What the averaged held-out perf curve says about the trials' length."""
+    """What one length run's held-out perf curve says about the trials' length."""
 
     #: the epochs the trials train (``epochs`` when the check keeps them)
     epochs: int
@@ -129,8 +140,31 @@ def length_slices(n_train: int, first: Sequence[int], runs: int, seed: int) -> l
     return slices
 
 
+def short_schedule(hp: FixedHyperparameters, frac: float, min_epochs: int) -> FixedHyperparameters | None:
+    """The recipe compressed to ``frac`` of its epochs (at least ``min_epochs``): its cycles and warmup scaled in
+    proportion, so the schedule keeps its shape over fewer epochs; ``None`` when that is not shorter.
+
+    Example:
+        >>> hp = FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=16, epochs=15, cycle_size_epochs=15.0,
+        ...                           schedule="cosine", warmup_epochs=1.5)
+        >>> short = short_schedule(hp, 1 / 3, min_epochs=5)
+        >>> short.epochs, short.cycle_size_epochs, short.warmup_epochs
+        (5, 5.0, 0.5)
+        >>> short_schedule(hp, 1 / 3, min_epochs=15) is None
+        True
+    """
+    epochs = max(min_epochs, int(round(frac * hp.epochs)))
+    if frac <= 0 or epochs >= hp.epochs:
+        return None
+    f = epochs / hp.epochs
+    return dataclasses.replace(hp, epochs=epochs, cycle_size_epochs=hp.cycle_size_epochs * f,
+                               warmup_epochs=hp.warmup_epochs * f,
+                               warmup_steps=max(2, int(round(hp.warmup_steps * f))) if hp.warmup_steps else 0)
+
+
 def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
-    """Run the length check on ``hp`` (see the module doc); ``hp`` with its epochs cut, or ``hp``."""
+    """Run the length check on ``hp`` (see the module doc); ``hp`` with its epochs cut, the shorter schedule, or
+    ``hp``."""
     s = t.s
     if s.length_runs == 0 or hp.epochs <= s.min_epochs:
         why = ("length_runs=0" if s.length_runs == 0
@@ -138,41 +172,148 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
         t.misc.record(length=LengthStep(runs=0, epochs_planned=hp.epochs, epochs=hp.epochs, cut=False,
                                         decided_by=f"not run: {why}"))
         return hp
-    slices = length_slices(t.n_train, t.recipe.holdout, s.length_runs, t.seed)
-    patience = stop_patience(hp.epochs)
-    tasks = [LengthTask(r, dataclasses.replace(t.recipe, holdout=sl), hp, derive_seed(t.seed, "length", r),
-                        stop_rel_tol=s.length_tol, stop_steps=LENGTH_STEPS, stop_patience=patience)
-             for r, sl in enumerate(slices)]
+    runs = _LengthRuns(t, hp, short_schedule(hp, s.length_short, s.min_epochs))
     logger.info("length check: up to %d run(s) of the recipe's %d epochs, one after the other, each scoring its own "
                 "held-out slice of %d items after every epoch (a run stops once its perf has clearly fallen; the next "
-                "runs only when it fell)", len(tasks), hp.epochs, len(slices[0]))
-    ordered: list[LengthResult] = []
-    judged: list[LengthDecision] = []
-    for k, task in enumerate(tasks):  # the trials are cut only when every run fell: one that did not settles it
-        r = run_tasks(t, run_length, [task], f"tune: length check (run {k + 1} of {len(tasks)})", "length",
-                      lambda task, err: LengthResult(task.key, "failed", error=err))[task.key]
-        ordered.append(r)
-        if r.status not in ("completed", "stopped") or not r.epochs:
-            logger.warning("length check run %d %s: %s", k + 1, r.status,
-                           last_line(r.error) if r.error else "its held-out perf became non-finite")
-            continue
-        judged.append(judge_length(r.arrays["perfs"], hp.epochs, s.min_epochs, s.length_tol, r.abs_tol))
-        if not judged[-1].cut:
-            break
-    epochs, why = combine(judged, hp.epochs)
-    t.misc.record(length=LengthStep(
-        runs=len(ordered), epochs_planned=hp.epochs, epochs=epochs, cut=epochs < hp.epochs,
-        slice_items=[len(sl) for sl in slices[:len(ordered)]], rel_tol=s.length_tol,
-        item_tol=[r.abs_tol for r in ordered], stop_patience=patience,
-        run_epochs=[r.epochs for r in ordered], run_status=[r.status for r in ordered],
-        perfs=[r.arrays.get("perfs", np.zeros(0)).tolist() for r in ordered],
-        losses=[r.arrays.get("losses", np.zeros(0)).tolist() for r in ordered],
-        run_decisions=[d.reason for d in judged], decided_by=why,
-    ))
-    (logger.warning if epochs < hp.epochs or not judged else logger.info)("length check: %s", why)
+                "runs only when it fell)%s", len(runs.tasks), hp.epochs, len(runs.slices[0]),
+                "" if runs.short_hp is None else f"; beside each, the recipe compressed to {runs.short_hp.epochs} "
+                "epochs on the same slice (the next pair only when the shorter ended better)")
+    epochs, why = runs.full_runs()
+    won = False
+    if epochs == hp.epochs and runs.short_hp is not None:
+        pairs = runs.shorter_pairs()
+        won = len(pairs) == len(runs.tasks) and all(p.better for p in pairs)
+        # a further full run may have been made for the second pair: the verdict says every run
+        why = combine(runs.judged, hp.epochs)[1] + "; " + short_verdict(pairs, hp.epochs, runs.short_hp.epochs, won)
+        epochs = runs.short_hp.epochs if won else epochs
+    t.misc.record(length=runs.record(epochs, why, won))
+    (logger.warning if epochs < hp.epochs or not runs.judged else logger.info)("length check: %s", why)
+    if won and runs.short_hp is not None:
+        return runs.short_hp
     if epochs == hp.epochs:
         return hp
     return dataclasses.replace(hp, epochs=epochs, cycle_size_epochs=hp.cycle_size_epochs * epochs / hp.epochs)
+
+
+class _LengthRuns:
+    """The check's runs, made on demand: full-length run ``k`` on slice ``k`` (``tasks``) and the shorter schedule on
+    the same slice (``shorts``); what each returned, and each usable full run's verdict (``judged``)."""
+
+    def __init__(self, t: TuneRun, hp: FixedHyperparameters, short_hp: FixedHyperparameters | None) -> None:
+        s = t.s
+        self.t, self.hp, self.short_hp = t, hp, short_hp
+        self.slices = length_slices(t.n_train, t.recipe.holdout, s.length_runs, t.seed)
+        self.patience = stop_patience(hp.epochs)
+        self.tasks = [LengthTask(r, dataclasses.replace(t.recipe, holdout=sl), hp, derive_seed(t.seed, "length", r),
+                                 stop_rel_tol=s.length_tol, stop_steps=LENGTH_STEPS, stop_patience=self.patience)
+                      for r, sl in enumerate(self.slices)]
+        self.shorts = [] if short_hp is None else [
+            dataclasses.replace(task, key=("short", r), hparams=short_hp, seed=derive_seed(t.seed, "length-short", r),
+                                stop_patience=short_hp.epochs + 1)  # never stops: its end is what counts
+            for r, task in enumerate(self.tasks)]
+        self.ordered: list[LengthResult] = []
+        self.short_done: list[LengthResult] = []
+        self.judged: list[LengthDecision] = []
+
+    def full_runs(self) -> tuple[int, str]:
+        """The full-length runs, one after the other until one did not fall; the first beside the shorter schedule
+        (most tasks need no second run, and the second worker would idle). The epochs by :func:`combine`."""
+        for k in range(len(self.tasks)):  # the trials are cut only when every run fell: one that did not settles it
+            self.run(k, with_short=bool(self.shorts) and k == 0)
+            if self.judged and not self.judged[-1].cut:
+                break
+        return combine(self.judged, self.hp.epochs)
+
+    def shorter_pairs(self) -> list[ShortPair]:
+        """Each slice's full and shorter run compared at their ends, slice after slice while the shorter wins."""
+        pairs: list[ShortPair] = []
+        for k in range(len(self.tasks)):
+            self.run(k, with_short=True)
+            pairs.append(compare_ends(self.ordered[k], self.short_done[k], self.t.s.length_tol))
+            if not pairs[-1].better:
+                break
+        return pairs
+
+    def run(self, k: int, with_short: bool) -> None:
+        """Full run ``k`` and, with ``with_short``, the shorter schedule on its slice: those not run yet, side by
+        side (on two workers where there are two)."""
+        full, short = k == len(self.ordered), with_short and k == len(self.short_done)
+        todo = ([self.tasks[k]] if full else []) + ([self.shorts[k]] if short else [])
+        if not todo:
+            return
+        what = " and its shorter schedule" if full and short else ", its shorter schedule" if short else ""
+        done = run_tasks(self.t, run_length, todo, f"tune: length check (run {k + 1} of {len(self.tasks)}{what})",
+                         "length", lambda task, err: LengthResult(task.key, "failed", error=err))
+        for task in todo:
+            r, is_full = done[task.key], task is self.tasks[k]
+            (self.ordered if is_full else self.short_done).append(r)
+            if r.status not in ("completed", "stopped") or not r.epochs:
+                logger.warning("length check %s %d %s: %s", "run" if is_full else "shorter run", k + 1, r.status,
+                               last_line(r.error) if r.error else "its held-out perf became non-finite")
+            elif is_full:
+                s = self.t.s
+                self.judged.append(judge_length(r.arrays["perfs"], self.hp.epochs, s.min_epochs, s.length_tol,
+                                                r.abs_tol))
+
+    def record(self, epochs: int, why: str, won: bool) -> LengthStep:
+        """``steps.length`` of ``misc.json``: every run's curves and verdict, and the decision."""
+        curves = lambda runs, key: [r.arrays.get(key, np.zeros(0)).tolist() for r in runs]  # noqa: E731
+        return LengthStep(
+            runs=len(self.ordered), epochs_planned=self.hp.epochs, epochs=epochs, cut=epochs < self.hp.epochs,
+            slice_items=[len(sl) for sl in self.slices[:len(self.ordered)]], rel_tol=self.t.s.length_tol,
+            item_tol=[r.abs_tol for r in self.ordered], stop_patience=self.patience,
+            run_epochs=[r.epochs for r in self.ordered], run_status=[r.status for r in self.ordered],
+            perfs=curves(self.ordered, "perfs"), losses=curves(self.ordered, "losses"),
+            run_decisions=[d.reason for d in self.judged], decided_by=why,
+            short_epochs=self.short_hp.epochs if self.short_hp is not None else None,
+            short_perfs=curves(self.short_done, "perfs") if self.short_done else None,
+            short_status=[r.status for r in self.short_done] if self.short_done else None,
+            short_won=won if self.short_hp is not None else None,
+        )
+
+
+class ShortPair(NamedTuple):
+    """One slice's ends (the mean of each run's last two epochs): the full schedule's, the shorter schedule's, the
+    tolerance; ``better``: the shorter ended above the full one by more than the tolerance."""
+
+    full: float
+    short: float
+    tol: float
+    better: bool
+
+
+def compare_ends(full: LengthResult, short: LengthResult, rel_tol: float) -> ShortPair:
+    """Compare where a full-length run and the shorter schedule on the same slice ended: each one's end on the
+    3-epoch mean the fall rule reads (:func:`~ignite_seg.smoothing.smooth_epochs`: the mean of its last two epochs;
+    one epoch alone is one noisy measurement); the tolerance is the full run's (``rel_tol`` x |its end| + its grain
+    steps). A run that failed never wins.
+
+    Example:
+        >>> ran = lambda *p: LengthResult(0, "completed", {"perfs": np.array(p)}, len(p), abs_tol=0.01)
+        >>> compare_ends(ran(0.7, 0.76, 0.75), ran(0.74, 0.8, 0.8), 0.02)  # 0.80 > 0.755 + 0.025
+        ShortPair(full=0.755, short=0.8, tol=0.0251, better=True)
+        >>> compare_ends(ran(0.7, 0.76, 0.75), ran(0.74, 0.74, 0.8), 0.02).better  # one good last epoch is not enough
+        False
+    """
+    usable = [r.status in ("completed", "stopped") and r.epochs for r in (full, short)]
+    if not all(usable):
+        return ShortPair(math.nan, math.nan, math.nan, False)
+    a, b = (float(smooth_epochs(np.asarray(r.arrays["perfs"]))[-1]) for r in (full, short))
+    tol = round(rel_tol * abs(a) + full.abs_tol, 12)
+    return ShortPair(a, b, tol, bool(math.isfinite(a) and math.isfinite(b) and b - a > tol))
+
+
+def short_verdict(pairs: Sequence[ShortPair], epochs: int, short_epochs: int, won: bool) -> str:
+    """The shorter schedule's comparison in words."""
+    ends = ", ".join(f"{p.short:.4g} against {p.full:.4g} (tolerance {p.tol:.3g})" for p in pairs)
+    if won:
+        return (f"yet the recipe compressed to {short_epochs} epochs ended above the full {epochs}-epoch schedule by "
+                f"more than the tolerance on every slice ({ends}): the trials train {short_epochs} epochs instead, their "
+                "cycles and warmup compressed in proportion")
+    if not pairs:
+        return f"the recipe compressed to {short_epochs} epochs could not be compared"
+    return (f"the recipe compressed to {short_epochs} epochs did not end above the full schedule by the tolerance on "
+            f"every slice ({ends})")
 
 
 def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
