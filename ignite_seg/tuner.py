@@ -55,7 +55,8 @@ class TuneResult:
     def __str__(self) -> str:
         hp = self.hyperparameters
         cut = ("" if not self.epochs_planned else
-               f" (the length check compressed {self.epochs_planned}: the shorter schedule ended better)"
+               f" (the length check compressed {self.epochs_planned}: on its held-out slices the shorter schedule "
+               "did better, or as well as the best before the perf fell)"
                if self.length_compressed else f" (the length check cut {self.epochs_planned}: the held-out perf fell)")
         return (f"tuned in {self.folder}: lr {hp.lr_start:.4g} -> {hp.lr_end:.4g} at batch size {hp.batch_size}, "
                 f"{hp.epochs} epochs{cut} (LR range [{self.lr_range[0]:.4g}, {self.lr_range[1]:.4g}] at batch size "

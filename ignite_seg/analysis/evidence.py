@@ -103,9 +103,11 @@ def epochs_evidence(hp_kind: str, step: ScheduleStep | None, settings: Mapping[s
     if step.cycles and step.cycles > 1:
         how += f", rounded to {step.cycles} whole cycles"
     if length is not None and length.short_won:
+        why = ("the held-out perf fell after its best in every length run, and the compressed schedule reached that "
+               "best in fewer epochs on every slice" if length.short_against == "best" else
+               "the held-out perf of the compressed schedule ended above the full one on every length slice")
         return (f"{length.epochs} epochs: the length check compressed the planned {step.epochs} ({how}), cycles and "
-                "warmup in proportion: the held-out perf of the compressed schedule ended above the full one on "
-                "every length slice",)
+                f"warmup in proportion: {why}",)
     if length is not None and length.cut:
         return (f"{length.epochs} epochs: the length check cut the planned {step.epochs} ({how}): the held-out "
                 "perf fell after its best in every length run",)

@@ -44,6 +44,8 @@ class LengthInfo:
     short_epochs: int = 0
     short_perfs: tuple[np.ndarray, ...] = ()
     short_won: bool = False
+    #: what the shorter schedule was compared with: ``"end"`` (the full runs' ends) or ``"best"`` (every run fell)
+    short_against: str = "end"
 
 
 def length_info(misc: object, accuracy_style: str = "classification") -> LengthInfo | None:
@@ -66,7 +68,7 @@ def length_info(misc: object, accuracy_style: str = "classification") -> LengthI
                       step.epochs_planned, step.epochs, bool(step.cut), accuracy_style, step.decided_by or "",
                       short_epochs=step.short_epochs or 0,
                       short_perfs=tuple(np.asarray(p, dtype=np.float64) for p in step.short_perfs or ()),
-                      short_won=bool(step.short_won))
+                      short_won=bool(step.short_won), short_against=step.short_against or "end")
 
 
 def length_of(snap: Snapshot) -> LengthInfo | None:
@@ -94,7 +96,7 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
         if not p.size:
             continue
         color = COLORS["val"] if r == 0 else set_color(r - 1)
-        if r < len(info.perfs) and info.perfs[r].size:  # the full run's end, with which this one's is compared
+        if r < len(info.perfs) and info.perfs[r].size and info.short_against == "end":  # compared with this end
             ax.plot([info.perfs[r].size], [smooth_epochs(info.perfs[r])[-1]], "o", color=color, ms=8, mfc="white",
                     mew=1.5)
         ax.plot(np.arange(1, p.size + 1), p, color=color, lw=1.5, ls="--", marker="s", ms=3,
@@ -106,7 +108,8 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"held-out {PERF_LABELS.get(info.accuracy_style, 'perf')}")
     ax.set_xlim(0.5, info.epochs_planned + 0.5)
-    verdict = (f"the {info.epochs}-epoch schedule ended better" if info.short_won
+    verdict = (f"the {info.epochs}-epoch schedule reached the runs' best" if info.short_won and info.short_against == "best"
+               else f"the {info.epochs}-epoch schedule ended better" if info.short_won
                else f"cut {info.epochs_planned} -> {info.epochs} epochs" if info.cut else f"{info.epochs} epochs kept")
     ax.set_title(f"Length check: {verdict}\n(dot: a run's best on its 3-epoch mean; shaded: the tolerance under it)",
                  fontsize=11)
@@ -121,24 +124,31 @@ def length_caption(info: LengthInfo) -> str:
             "out its own slice of the training set and scoring it after every epoch, stopping once its perf had "
             "clearly fallen (thin: as measured; thick: the 3-epoch mean the rule reads; dot: its best; shaded: the "
             "tolerance under the best). ")
-    if info.cut and not info.short_won:
-        return head + (f"Every run's perf fell below its tolerance, so the trials train {info.epochs} epochs (dashed), "
-                       "the latest of the runs' best epochs (at least min_epochs).")
-    fell = sum(_fell(p, b, t) for p, b, t in zip(info.perfs, info.bests, info.tols))
-    who = ("The run's perf did not fall below its tolerance" if runs == 1 and not fell
+    all_fell = (info.cut and not info.short_won) or (info.short_won and info.short_against == "best")
+    fell = runs if all_fell else sum(_fell(p, b, t) for p, b, t in zip(info.perfs, info.bests, info.tols))
+    who = ("Every run's perf fell below its tolerance" if all_fell
+           else "The run's perf did not fall below its tolerance" if runs == 1 and not fell
            else f"The perf fell below its tolerance in {fell} of the {runs} runs, not in every one" if fell
            else "No run's perf fell below its tolerance")
-    shorter = ""
-    if info.short_perfs:
-        n = len(info.short_perfs)
-        shorter = (f" Beside it, the recipe compressed to {info.short_epochs} epochs (its cycles and warmup in "
-                   f"proportion) trained on the same slice{'s' if n > 1 else ''} (dashed, squares; open square: its "
-                   "end, the mean of its last two epochs; open circle: the full run's end, with which it is "
-                   "compared).")
+    n = len(info.short_perfs)
+    compared = ", compared with the run's best)." if all_fell else "; open circle: the full run's end, with which it is compared)."
+    shorter = "" if not n else (
+        f" Beside {'each run' if n > 1 else 'it'}, the recipe compressed to {info.short_epochs} epochs (its cycles "
+        "and warmup in proportion) trained on the same slice (dashed, squares; open square: its end, the mean of "
+        f"its last two epochs{compared}")
+    if all_fell:
+        latest = max(info.best_epochs, default=info.epochs)
+        if info.short_won:
+            return head + (f"{who}.{shorter} It ended within the tolerance of the runs' best on every slice, so the "
+                           f"trials train the compressed {info.epochs}-epoch schedule rather than the {latest} epochs "
+                           "of the latest best.")
+        return head + (f"{who}, so the trials train {info.epochs} epochs (dashed), the latest of the runs' best "
+                       "epochs (at least min_epochs)." + (shorter + " It did not reach the runs' best within the "
+                                                          "tolerance on every slice." if n else ""))
     if info.short_won:
         return head + (f"{who}.{shorter} It ended above the full schedule by more than the "
                        f"tolerance on every slice, so the trials train the compressed {info.epochs}-epoch schedule.")
-    if info.short_perfs:
+    if n:
         shorter += (" It did not end above the full schedule by the tolerance on every slice, so the full schedule "
                     "stands.")
     return head + (f"{who}, so the trials train the planned {info.epochs} epochs (a further run "

@@ -220,6 +220,10 @@ class LengthStep(JsonSection):
     short_perfs: list[list[float]] | None = optional()
     short_status: list[str] | None = optional()
     short_won: bool | None = optional()
+    #: what the shorter schedule's end was compared with: ``"end"``, the full runs' ends (they did not all fall: it
+    #: must end above by the tolerance), or ``"best"``, their best (every run fell: it must reach it, within the
+    #: tolerance, in fewer epochs than the cut); ``None`` when not compared
+    short_against: str | None = optional()
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ from ..storage.schemas import LengthStep
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
 __all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "LengthDecision", "judge_length", "stop_patience", "length_slices",
-           "short_schedule", "check_length", "combine", "ShortPair", "compare_ends", "short_verdict"]
+           "short_schedule", "check_length", "combine", "ShortPair", "compare_ends", "short_verdict", "reach_best",
+           "reach_verdict"]
 
 logger = logging.getLogger(__name__)
 
@@ -179,14 +180,19 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
                 "" if runs.short_hp is None else f"; beside each, the recipe compressed to {runs.short_hp.epochs} "
                 "epochs on the same slice (the next pair only when the shorter ended better)")
     epochs, why = runs.full_runs()
-    won = False
-    if epochs == hp.epochs and runs.short_hp is not None:
-        pairs = runs.shorter_pairs()
+    won, against, short = False, None, runs.short_hp
+    if short is not None and epochs == hp.epochs:  # kept: the shorter must end above the full schedule's end
+        pairs, against = runs.shorter_pairs(), "end"
         won = len(pairs) == len(runs.tasks) and all(p.better for p in pairs)
         # a further full run may have been made for the second pair: the verdict says every run
-        why = combine(runs.judged, hp.epochs)[1] + "; " + short_verdict(pairs, hp.epochs, runs.short_hp.epochs, won)
-        epochs = runs.short_hp.epochs if won else epochs
-    t.misc.record(length=runs.record(epochs, why, won))
+        why = combine(runs.judged, hp.epochs)[1] + "; " + short_verdict(pairs, hp.epochs, short.epochs, won)
+    elif short is not None and short.epochs < epochs and len(runs.judged) == len(runs.short_done) == len(runs.tasks):
+        # every run fell: the shorter is taken when it reaches their best in fewer epochs than the cut
+        pairs, against = [reach_best(d, r) for d, r in zip(runs.judged, runs.short_done)], "best"
+        won = all(p.better for p in pairs)
+        why += "; " + reach_verdict(pairs, epochs, short.epochs, won)
+    epochs = short.epochs if won and short is not None else epochs
+    t.misc.record(length=runs.record(epochs, why, won, against))
     (logger.warning if epochs < hp.epochs or not runs.judged else logger.info)("length check: %s", why)
     if won and runs.short_hp is not None:
         return runs.short_hp
@@ -216,10 +222,10 @@ class _LengthRuns:
         self.judged: list[LengthDecision] = []
 
     def full_runs(self) -> tuple[int, str]:
-        """The full-length runs, one after the other until one did not fall; the first beside the shorter schedule
-        (most tasks need no second run, and the second worker would idle). The epochs by :func:`combine`."""
+        """The full-length runs, one after the other until one did not fall, each beside the shorter schedule on its
+        slice (the second worker would idle). The epochs by :func:`combine`."""
         for k in range(len(self.tasks)):  # the trials are cut only when every run fell: one that did not settles it
-            self.run(k, with_short=bool(self.shorts) and k == 0)
+            self.run(k, with_short=bool(self.shorts))
             if self.judged and not self.judged[-1].cut:
                 break
         return combine(self.judged, self.hp.epochs)
@@ -255,7 +261,7 @@ class _LengthRuns:
                 self.judged.append(judge_length(r.arrays["perfs"], self.hp.epochs, s.min_epochs, s.length_tol,
                                                 r.abs_tol))
 
-    def record(self, epochs: int, why: str, won: bool) -> LengthStep:
+    def record(self, epochs: int, why: str, won: bool, against: str | None) -> LengthStep:
         """``steps.length`` of ``misc.json``: every run's curves and verdict, and the decision."""
         curves = lambda runs, key: [r.arrays.get(key, np.zeros(0)).tolist() for r in runs]  # noqa: E731
         return LengthStep(
@@ -268,13 +274,13 @@ class _LengthRuns:
             short_epochs=self.short_hp.epochs if self.short_hp is not None else None,
             short_perfs=curves(self.short_done, "perfs") if self.short_done else None,
             short_status=[r.status for r in self.short_done] if self.short_done else None,
-            short_won=won if self.short_hp is not None else None,
+            short_won=won if self.short_hp is not None else None, short_against=against,
         )
 
 
 class ShortPair(NamedTuple):
-    """One slice's ends (the mean of each run's last two epochs): the full schedule's, the shorter schedule's, the
-    tolerance; ``better``: the shorter ended above the full one by more than the tolerance."""
+    """One slice's comparison: the full schedule's end (the mean of its last two epochs; its best where every run
+    fell), the shorter schedule's end, the tolerance; ``better``: the slice favours the shorter schedule."""
 
     full: float
     short: float
@@ -301,6 +307,32 @@ def compare_ends(full: LengthResult, short: LengthResult, rel_tol: float) -> Sho
     a, b = (float(smooth_epochs(np.asarray(r.arrays["perfs"]))[-1]) for r in (full, short))
     tol = round(rel_tol * abs(a) + full.abs_tol, 12)
     return ShortPair(a, b, tol, bool(math.isfinite(a) and math.isfinite(b) and b - a > tol))
+
+
+def reach_best(full: LengthDecision, short: LengthResult) -> ShortPair:
+    """Whether the shorter schedule on a slice ended within the tolerance of the best that slice's full run reached
+    before its perf fell (``full``: its verdict; ends on the same 3-epoch mean). A run that failed never wins.
+
+    Example:
+        >>> fell = LengthDecision(10, True, 10, 0.82, 0.75, 0.026, "fell")
+        >>> reach_best(fell, LengthResult(0, "completed", {"perfs": np.array([0.7, 0.8, 0.81])}, 3))
+        ShortPair(full=0.82, short=0.805, tol=0.026, better=True)
+    """
+    if short.status not in ("completed", "stopped") or not short.epochs:
+        return ShortPair(full.best, math.nan, full.tol, False)
+    b = float(smooth_epochs(np.asarray(short.arrays["perfs"]))[-1])
+    return ShortPair(full.best, b, full.tol, bool(math.isfinite(b) and b >= full.best - full.tol))
+
+
+def reach_verdict(pairs: Sequence[ShortPair], cut: int, short_epochs: int, won: bool) -> str:
+    """The shorter schedule against the runs' best, in words (every run fell)."""
+    ends = ", ".join(f"{p.short:.4g} against {p.full:.4g} (tolerance {p.tol:.3g})" for p in pairs)
+    if won:
+        return (f"the recipe compressed to {short_epochs} epochs ended within the tolerance of the runs' best on every "
+                f"slice ({ends}): the trials train those {short_epochs} epochs, fewer than {cut}, their cycles and "
+                "warmup compressed in proportion")
+    return (f"the recipe compressed to {short_epochs} epochs did not end within the tolerance of the runs' best on "
+            f"every slice ({ends})")
 
 
 def short_verdict(pairs: Sequence[ShortPair], epochs: int, short_epochs: int, won: bool) -> str:
