@@ -156,8 +156,9 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        ``min_epochs``; its cycles and warmup in proportion) is trained beside the first run on the same
        slice; the trials train the shorter schedule only when it ends above the full one by the same
        tolerance on every one of ``length_runs`` slices (a recipe tuned hot suits a short schedule: a
-       GRU's tuned peak at 15 epochs 0.77-0.81, compressed to 5 0.83-0.85). ``length_runs=0`` skips the
-       check, ``length_short=0`` the shorter schedule.
+       GRU's tuned peak at 15 epochs 0.77-0.81, compressed to 5 0.83-0.85). When every run fell, it is
+       taken over the cut when it is shorter and ends within the tolerance of each run's best.
+       ``length_runs=0`` skips the check, ``length_short=0`` the shorter schedule.
 
     What a tune costs stops growing with the dataset (issue 25): a sweep repeat sees at most
     ``lr_sweep_max_examples`` examples (500 steps at batch 16; fastai and Lightning take 100 steps;

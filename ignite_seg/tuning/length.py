@@ -36,7 +36,10 @@ the first run, on another worker, :func:`short_schedule` trains the recipe compr
 epochs (at least ``min_epochs``; its cycles and warmup in proportion) on the same slice. When the full runs did not
 all fall, each slice's pair is compared at its end (:func:`compare_ends`: on the 3-epoch mean, the last two epochs; the
 full run's tolerance): the trials train the shorter schedule only when it ended above the full one by more than
-the tolerance on every slice (up to ``length_runs``; the next pair is run only after a win). An oracle of 26
+the tolerance on every slice (up to ``length_runs``; the next pair is run only after a win). When every run fell,
+the cut to the latest best epoch has a rival: the shorter schedule is taken instead when it is shorter than the cut
+and ended within the tolerance of each run's best (:func:`reach_best`; a schedule that anneals within the epochs
+where the full one peaked). An oracle of 26
 recipes (E against E/3 on val, 4 trials each) found the shorter clearly better on 7 and clearly worse on 15, by up
 to 0.27: the rule asks for a margin and a replication because a wrong adoption costs more than a missed one.
 
