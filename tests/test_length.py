@@ -192,18 +192,14 @@ def test_a_shorter_schedule_that_ends_better_on_every_slice_is_what_the_trials_t
 def test_the_report_says_the_trials_train_the_compressed_schedule_and_its_figure_shows_both(runner, monkeypatch,
                                                                                               tmp_path):
     from ignite_seg.analysis.length import length_caption, length_info, plot_length
-    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
 
     monkeypatch.setattr(length_mod, "run_tasks", _Curves([FLAT, FLAT], [[0.7, 0.78, 0.8, 0.82, 0.84]] * 2))
     t = _tune_run(runner, tmp_path, "blobs", {}, "CrossEntropyLoss", 500)
     t.misc.record(schedule=_schedule_step(15))
     hp = check_length(t, FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=16, epochs=15,
                                               cycle_size_epochs=15.0))
-    misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
-    md = render_markdown(summary_info({"hp_kind": "tuned"}, hp.to_dict(), None, [], TunerFiles(misc=misc)))
-    line = next(ln for ln in md.splitlines() if ln.startswith("- **length check**"))
+    misc, line, schedule = _report_lines(tmp_path, hp)
     assert "15 -> 5 epochs (compressed)" in line and "2 of the recipe compressed to 5 epochs" in line
-    schedule = next(ln for ln in md.splitlines() if ln.startswith("- **schedule**"))
     assert "the length check compressed the planned 15" in schedule
     info = length_info(misc)
     assert info.short_won and info.short_epochs == 5 and len(info.short_perfs) == 2
@@ -216,7 +212,7 @@ def test_the_shorter_schedule_must_win_on_every_slice_and_a_lost_first_pair_ends
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [FLAT, FLAT], [[0.7, 0.78, 0.8, 0.82, 0.84],
                                                                           [0.7, 0.72, 0.74, 0.75, 0.77]])
     assert got == hp and not g.cut and g.short_won is False and len(calls) == 2  # 0.77 - 0.75 is inside 0.055
-    assert "did not end above the full schedule by the tolerance on every slice" in g.decided_by
+    assert "did not end above the full 15-epoch schedule by more than the tolerance on every slice" in g.decided_by
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path / "b", [FLAT, FLAT], [[0.6, 0.7, 0.72, 0.74, 0.76]] * 2)
     assert got == hp and calls == [[0, ("short", 0)]]  # it lost on the first slice: nothing more is run
     assert g.runs == 1 and len(g.short_perfs) == 1 and "the 15 epochs stand" in g.decided_by
@@ -241,7 +237,7 @@ def test_when_every_run_fell_a_shorter_schedule_that_reaches_their_best_is_taken
                                     [[0.6, 0.7, 0.76, 0.78, 0.79]] * 2)
     assert calls == [[0, ("short", 0)], [1, ("short", 1)]]
     assert got == short_schedule(hp, 1 / 3, 5) and g.short_won and g.short_against == "best" and g.epochs == 5
-    assert "ended within the tolerance of the runs' best on every slice" in g.decided_by and "fewer than 10" in g.decided_by
+    assert "ended within the tolerance of the runs' best on every slice" in g.decided_by and "rather than the 10 of the cut" in g.decided_by
     from ignite_seg.analysis.length import length_caption, length_info, plot_length
 
     info = length_info(json.loads((tmp_path / "hparams" / MISC_JSON).read_text()))
@@ -348,17 +344,12 @@ def test_a_killed_tune_resumes_from_its_finished_length_runs(runner, tmp_path):
 
 
 def test_the_length_check_is_a_decision_line_of_the_report_and_explains_the_epochs(runner, tmp_path):
-    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
-
     t = _tune_run(runner, tmp_path, "noisy_few", {"n_in": 16, "n_hidden": 256, "n_out": 1}, "MSELoss", 160)
     t.misc.record(schedule=_schedule_step(30))
     hp = check_length(t, FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=8, cycle_size_epochs=30.0,
                                               epochs=30))
-    misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
-    md = render_markdown(summary_info({"hp_kind": "tuned"}, hp.to_dict(), None, [], TunerFiles(misc=misc)))
-    line = next(ln for ln in md.splitlines() if ln.startswith("- **length check**"))
+    _, line, schedule = _report_lines(tmp_path, hp)
     assert f"30 -> {hp.epochs} epochs" in line and "held-out perf fell" in line
-    schedule = next(ln for ln in md.splitlines() if ln.startswith("- **schedule**"))
     assert "the length check cut the planned 30" in schedule
 
 
@@ -422,3 +413,13 @@ def test_length_short_outside_0_to_1_is_refused_with_the_fix(bad):
 
     with pytest.raises(ConfigError, match=r"length_short.*1/3"):
         dataclasses.replace(get_preset("fast"), length_short=bad)
+
+
+def _report_lines(tmp_path, hp):
+    """The folder's misc.json, and its report's length-check and schedule lines."""
+    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
+
+    misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
+    md = render_markdown(summary_info({"hp_kind": "tuned"}, hp.to_dict(), None, [], TunerFiles(misc=misc))).splitlines()
+    return misc, next(ln for ln in md if ln.startswith("- **length check**")), next(
+        ln for ln in md if ln.startswith("- **schedule**"))

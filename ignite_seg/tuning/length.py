@@ -63,8 +63,7 @@ from ..storage.schemas import LengthStep
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
 __all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "LengthDecision", "judge_length", "stop_patience", "length_slices",
-           "short_schedule", "check_length", "combine", "ShortPair", "compare_ends", "short_verdict", "reach_best",
-           "reach_verdict"]
+           "short_schedule", "check_length", "combine", "ShortPair", "compare_ends", "short_verdict", "reach_best"]
 
 logger = logging.getLogger(__name__)
 
@@ -188,12 +187,12 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
         pairs, against = runs.shorter_pairs(), "end"
         won = len(pairs) == len(runs.tasks) and all(p.better for p in pairs)
         # a further full run may have been made for the second pair: the verdict says every run
-        why = combine(runs.judged, hp.epochs)[1] + "; " + short_verdict(pairs, hp.epochs, short.epochs, won)
+        why = combine(runs.judged, hp.epochs)[1] + "; " + short_verdict(pairs, against, hp.epochs, short.epochs, won)
     elif short is not None and short.epochs < epochs and len(runs.judged) == len(runs.short_done) == len(runs.tasks):
         # every run fell: the shorter is taken when it reaches their best in fewer epochs than the cut
         pairs, against = [reach_best(d, r) for d, r in zip(runs.judged, runs.short_done)], "best"
         won = all(p.better for p in pairs)
-        why += "; " + reach_verdict(pairs, epochs, short.epochs, won)
+        why += "; " + short_verdict(pairs, against, epochs, short.epochs, won)
     epochs = short.epochs if won and short is not None else epochs
     t.misc.record(length=runs.record(epochs, why, won, against))
     (logger.warning if epochs < hp.epochs or not runs.judged else logger.info)("length check: %s", why)
@@ -327,28 +326,20 @@ def reach_best(full: LengthDecision, short: LengthResult) -> ShortPair:
     return ShortPair(full.best, b, full.tol, bool(math.isfinite(b) and b >= full.best - full.tol))
 
 
-def reach_verdict(pairs: Sequence[ShortPair], cut: int, short_epochs: int, won: bool) -> str:
-    """The shorter schedule against the runs' best, in words (every run fell)."""
-    ends = ", ".join(f"{p.short:.4g} against {p.full:.4g} (tolerance {p.tol:.3g})" for p in pairs)
-    if won:
-        return (f"the recipe compressed to {short_epochs} epochs ended within the tolerance of the runs' best on every "
-                f"slice ({ends}): the trials train those {short_epochs} epochs, fewer than {cut}, their cycles and "
-                "warmup compressed in proportion")
-    return (f"the recipe compressed to {short_epochs} epochs did not end within the tolerance of the runs' best on "
-            f"every slice ({ends})")
-
-
-def short_verdict(pairs: Sequence[ShortPair], epochs: int, short_epochs: int, won: bool) -> str:
-    """The shorter schedule's comparison in words."""
-    ends = ", ".join(f"{p.short:.4g} against {p.full:.4g} (tolerance {p.tol:.3g})" for p in pairs)
-    if won:
-        return (f"yet the recipe compressed to {short_epochs} epochs ended above the full {epochs}-epoch schedule by "
-                f"more than the tolerance on every slice ({ends}): the trials train {short_epochs} epochs instead, their "
-                "cycles and warmup compressed in proportion")
+def short_verdict(pairs: Sequence[ShortPair], against: str, epochs: int, short_epochs: int, won: bool) -> str:
+    """The shorter schedule's comparison in words: against the full schedule's ``epochs`` (``against="end"``) or the
+    runs' best, where every run fell and the cut is ``epochs`` (``"best"``)."""
     if not pairs:
         return f"the recipe compressed to {short_epochs} epochs could not be compared"
-    return (f"the recipe compressed to {short_epochs} epochs did not end above the full schedule by the tolerance on "
-            f"every slice ({ends})")
+    ends = ", ".join(f"{p.short:.4g} against {p.full:.4g} (tolerance {p.tol:.3g})" for p in pairs)
+    than = (f"above the full {epochs}-epoch schedule by more than the tolerance" if against == "end"
+            else "within the tolerance of the runs' best")
+    if won:
+        return (f"{'yet ' if against == 'end' else ''}the recipe compressed to {short_epochs} epochs ended {than} on "
+                f"every slice ({ends}): the trials train {short_epochs} epochs "
+                f"{'instead' if against == 'end' else f'rather than the {epochs} of the cut'}, their cycles and "
+                "warmup compressed in proportion")
+    return f"the recipe compressed to {short_epochs} epochs did not end {than} on every slice ({ends})"
 
 
 def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
