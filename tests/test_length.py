@@ -222,7 +222,7 @@ def test_when_every_full_run_fell_the_trials_are_cut_to_the_best_and_the_shorter
     fell = [0.6, 0.7, 0.8, 0.82, 0.8, 0.75, 0.7, 0.68, 0.66, 0.65, 0.64, 0.63, 0.62, 0.61, 0.6]
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [fell, fell], [[0.7, 0.78, 0.8, 0.82, 0.9]] * 2)
     assert got.epochs == 5 and got.warmup_epochs == hp.warmup_epochs  # cut to its best (at least min_epochs)
-    assert g.cut and not g.short_won and calls == [[0, ("short", 0)], [1, ("short", 1)]]
+    assert g.cut and not g.short_won and calls == [[0, ("short", 0)], [1]]
     assert "fell from its best in every run" in g.decided_by and g.short_against is None  # 5 is not fewer than 5
 
 
@@ -235,7 +235,7 @@ def test_when_every_run_fell_a_shorter_schedule_that_reaches_their_best_is_taken
     # to the latest best (10) trained 0.774, the 5-epoch schedule reached the best of the runs
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [LATE_FALL, LATE_FALL],
                                     [[0.6, 0.7, 0.76, 0.78, 0.79]] * 2)
-    assert calls == [[0, ("short", 0)], [1, ("short", 1)]]
+    assert calls == [[0, ("short", 0)], [1], [("short", 1)]]  # the second shorter run only once the first reached
     assert got == short_schedule(hp, 1 / 3, 5) and g.short_won and g.short_against == "best" and g.epochs == 5
     assert "ended within the tolerance of the runs' best on every slice" in g.decided_by and "rather than the 10 of the cut" in g.decided_by
     from ignite_seg.analysis.length import length_caption, length_info, plot_length
@@ -251,11 +251,15 @@ def test_when_every_run_fell_the_shorter_must_reach_their_best_on_every_slice(ru
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [LATE_FALL, LATE_FALL],
                                     [[0.6, 0.7, 0.76, 0.78, 0.79], [0.6, 0.66, 0.68, 0.7, 0.7]])
     assert got.epochs == 10 and g.cut and g.short_won is False and g.short_against == "best"
+    assert calls == [[0, ("short", 0)], [1], [("short", 1)]]
     assert "did not end within the tolerance of the runs' best on every slice" in g.decided_by
     misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
     caption = length_caption(length_info(misc))
     assert "Every run's perf fell" in caption and "the trials train 10 epochs" in caption
     assert "did not reach the runs' best" in caption
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path / "b", [LATE_FALL, LATE_FALL],
+                                    [[0.6, 0.66, 0.68, 0.7, 0.7]] * 2)
+    assert got.epochs == 10 and calls == [[0, ("short", 0)], [1]]  # it missed on the first slice: no second is made
 
 
 def test_length_short_0_compares_no_shorter_schedule(runner, monkeypatch, tmp_path):

@@ -179,8 +179,8 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
     logger.info("length check: up to %d run(s) of the recipe's %d epochs, one after the other, each scoring its own "
                 "held-out slice of %d items after every epoch (a run stops once its perf has clearly fallen; the next "
                 "runs only when it fell)%s", len(runs.tasks), hp.epochs, len(runs.slices[0]),
-                "" if runs.short_hp is None else f"; beside each, the recipe compressed to {runs.short_hp.epochs} "
-                "epochs on the same slice (the next pair only when the shorter ended better)")
+                "" if runs.short_hp is None else f"; beside the first, the recipe compressed to {runs.short_hp.epochs} "
+                "epochs on the same slice (on a further slice only when it did better on the ones before)")
     epochs, why = runs.full_runs()
     won, against, short = False, None, runs.short_hp
     if short is not None and epochs == hp.epochs:  # kept: the shorter must end above the full schedule's end
@@ -188,10 +188,10 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
         won = len(pairs) == len(runs.tasks) and all(p.better for p in pairs)
         # a further full run may have been made for the second pair: the verdict says every run
         why = combine(runs.judged, hp.epochs)[1] + "; " + short_verdict(pairs, against, hp.epochs, short.epochs, won)
-    elif short is not None and short.epochs < epochs and len(runs.judged) == len(runs.short_done) == len(runs.tasks):
+    elif short is not None and short.epochs < epochs and len(runs.judged) == len(runs.tasks):
         # every run fell: the shorter is taken when it reaches their best in fewer epochs than the cut
-        pairs, against = [reach_best(d, r) for d, r in zip(runs.judged, runs.short_done)], "best"
-        won = all(p.better for p in pairs)
+        pairs, against = runs.shorter_pairs(reach=True), "best"
+        won = len(pairs) == len(runs.tasks) and all(p.better for p in pairs)
         why += "; " + short_verdict(pairs, against, epochs, short.epochs, won)
     epochs = short.epochs if won and short is not None else epochs
     t.misc.record(length=runs.record(epochs, why, won, against))
@@ -224,20 +224,23 @@ class _LengthRuns:
         self.judged: list[LengthDecision] = []
 
     def full_runs(self) -> tuple[int, str]:
-        """The full-length runs, one after the other until one did not fall, each beside the shorter schedule on its
-        slice (the second worker would idle). The epochs by :func:`combine`."""
+        """The full-length runs, one after the other until one did not fall; the first beside the shorter schedule
+        (most tasks need no second run, and the second worker would idle). The epochs by :func:`combine`."""
         for k in range(len(self.tasks)):  # the trials are cut only when every run fell: one that did not settles it
-            self.run(k, with_short=bool(self.shorts))
+            self.run(k, with_short=bool(self.shorts) and k == 0)
             if self.judged and not self.judged[-1].cut:
                 break
         return combine(self.judged, self.hp.epochs)
 
-    def shorter_pairs(self) -> list[ShortPair]:
-        """Each slice's full and shorter run compared at their ends, slice after slice while the shorter wins."""
+    def shorter_pairs(self, reach: bool = False) -> list[ShortPair]:
+        """Each slice's shorter run against its full run, slice after slice while the shorter wins: their ends
+        (:func:`compare_ends`), or with ``reach`` (every full run fell, each is usable) the run's best
+        (:func:`reach_best`). A shorter run is made only when the slices before favoured it."""
         pairs: list[ShortPair] = []
         for k in range(len(self.tasks)):
             self.run(k, with_short=True)
-            pairs.append(compare_ends(self.ordered[k], self.short_done[k], self.t.s.length_tol))
+            pairs.append(reach_best(self.judged[k], self.short_done[k]) if reach
+                         else compare_ends(self.ordered[k], self.short_done[k], self.t.s.length_tol))
             if not pairs[-1].better:
                 break
         return pairs
