@@ -146,11 +146,12 @@ def length_caption(info: LengthInfo) -> str:
                        "epochs (at least min_epochs)." + (shorter + " It did not reach the runs' best within the "
                                                           "tolerance on every slice." if n else ""))
     if info.short_won:
-        return head + (f"{who}.{shorter} It ended above the full schedule by more than the "
-                       f"tolerance on every slice, so the trials train the compressed {info.epochs}-epoch schedule.")
+        return head + (f"{who}.{shorter} It ended above the full schedule on every one of the {n} slices (a sign "
+                       f"test: each slice is tried only after the ones before favoured it), so the trials train the "
+                       f"compressed {info.epochs}-epoch schedule.")
     if n:
-        shorter += (" It did not end above the full schedule by the tolerance on every slice, so the full schedule "
-                    "stands.")
+        shorter += (f" It did not end above the full schedule on slice {n} (a further slice is tried only after the "
+                    "ones before favoured it), so the full schedule stands.")
     return head + (f"{who}, so the trials train the planned {info.epochs} epochs (a further run "
                    f"is made only when the last one fell).{shorter}")
 

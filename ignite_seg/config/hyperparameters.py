@@ -154,11 +154,12 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        least ``min_epochs``), the cycles shortened in proportion (:mod:`ignite_seg.tuning.length`).
        When the perf did not fall, the recipe **compressed** to ``length_short`` of its epochs (at least
        ``min_epochs``; its cycles and warmup in proportion) is trained beside the first run on the same
-       slice; the trials train the shorter schedule only when it ends above the full one by the same
-       tolerance on every one of ``length_runs`` slices (a recipe tuned hot suits a short schedule: a
-       GRU's tuned peak at 15 epochs 0.77-0.81, compressed to 5 0.83-0.85). When every run fell, it is
-       taken over the cut when it is shorter and ends within the tolerance of each run's best.
-       ``length_runs=0`` skips the check, ``length_short=0`` the shorter schedule.
+       slice; the trials train the shorter schedule only when it ends above the full one on every one of
+       ``length_short_runs`` slices (a sign test: each pair runs only after the ones before favoured the
+       shorter; a recipe tuned hot suits a short schedule: a GRU's tuned peak at 15 epochs 0.77-0.81,
+       compressed to 5 0.83-0.85). When every run fell, it is taken over the cut when it is shorter and
+       ends within the tolerance of each run's best. ``length_runs=0`` skips the check,
+       ``length_short=0`` the shorter schedule.
 
     What a tune costs stops growing with the dataset (issue 25): a sweep repeat sees at most
     ``lr_sweep_max_examples`` examples (500 steps at batch 16; fastai and Lightning take 100 steps;
@@ -228,6 +229,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     length_runs: int = 2
     length_tol: float = 0.02
     length_short: float = 1 / 3
+    length_short_runs: int = 3
     # tuning cost (issue 25): sweeps and batch-size runs capped in steps / examples, the held-out
     # curve sampled; None lifts a cap (sized in epochs only, the held-out slice after every step)
     lr_sweep_max_examples: int | None = 8000
@@ -285,6 +287,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
         _check_number(self, "length_tol", lambda v: 0 <= v < 1, "a relative tolerance in [0, 1) such as 0.02")
         _check_number(self, "length_short", lambda v: 0 <= v < 1,
                       "a fraction of the epochs in [0, 1) such as 1/3 (0: no shorter schedule is compared)")
+        _check_int(self, "length_short_runs", 1)
         if self.optimizer not in ("sgd", "adamw"):
             raise ConfigError(
                 f"HyperparameterSettings.optimizer must be 'sgd' or 'adamw', got {self.optimizer!r}."
