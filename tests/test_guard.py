@@ -60,7 +60,10 @@ def test_peak_first_schedules_peak_inside_the_range():
     assert schedule_lrs("triangular", 0.01, 0.1)[:2] == (0.01, 0.1)
     for name in ("cosine", "inv-sqrt", "one-cycle", "constant"):
         lrs = schedule_lrs(name, 0.01, 0.1)
-        assert lrs.lr_start == 0.01 and lrs.lr_end == pytest.approx(10**-1.5) and "peak" in lrs.mapping
+        assert lrs.lr_end == pytest.approx(10**-1.5) and "peak" in lrs.mapping
+        # a decay ends at least a decade below its peak: a range a decade wide is not enough for it
+        assert lrs.lr_start == (pytest.approx(10**-2.5) if name in ("cosine", "inv-sqrt") else 0.01)
+    assert schedule_lrs("cosine", 1e-4, 0.1).lr_start == 1e-4  # a range wider than two decades: its bottom
     with pytest.raises(ValueError, match="lr_min"):
         schedule_lrs("cosine", 0.1, 0.01)
 
