@@ -215,13 +215,14 @@ class LengthStep(JsonSection):
     decided_by: str | None = optional()
     #: the shorter schedule (the recipe compressed to ``length_short`` of its epochs, cycles and warmup in
     #: proportion): its epochs, each of its runs' held-out perf after every epoch (run k on run k's slice), how each
-    #: ended, and whether the trials train it (it ended above the full schedule by the tolerance on every slice)
+    #: ended, and whether the trials train it (it ended above the full schedule on every one of
+    #: ``length_short_runs`` slices)
     short_epochs: int | None = optional()
     short_perfs: list[list[float]] | None = optional()
     short_status: list[str] | None = optional()
     short_won: bool | None = optional()
     #: what the shorter schedule's end was compared with: ``"end"``, the full runs' ends (they did not all fall: it
-    #: must end above by the tolerance), or ``"best"``, their best (every run fell: it must reach it, within the
+    #: must end above each, a sign test), or ``"best"``, their best (every run fell: it must reach it, within the
     #: tolerance, in fewer epochs than the cut); ``None`` when not compared
     short_against: str | None = optional()
 
