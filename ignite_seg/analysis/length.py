@@ -78,7 +78,7 @@ def length_of(snap: Snapshot) -> LengthInfo | None:
 def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
     """Each run's held-out perf (thin: as measured; thick: the 3-epoch mean the rule reads), its best and
     the tolerance under it (shaded), and the epochs the trials train."""
-    fig = new_figure(8, 4.2, dpi)
+    fig = new_figure(8, 5.0, dpi)
     ax = fig.subplots()
     for r, p in enumerate(info.perfs):
         if not p.size:
@@ -113,7 +113,7 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
                else f"cut {info.epochs_planned} -> {info.epochs} epochs" if info.cut else f"{info.epochs} epochs kept")
     ax.set_title(f"Length check: {verdict}\n(dot: a run's best on its 3-epoch mean; shaded: the tolerance under it)",
                  fontsize=11)
-    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2, frameon=False)  # off the curves
     ax.grid(True, alpha=0.3)
     return fig
 

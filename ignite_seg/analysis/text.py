@@ -236,7 +236,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         lo, hi = _short(hp["lr_start"]), _short(hp["lr_end"])
         schedule = hp.get("schedule", "triangular")
         span = f"cycles between {lo} and {hi}" if schedule == "triangular" else \
-            f"range [{lo}, {hi}] mapped onto the {schedule} schedule"
+            f"peak (lr_end) {hi}, lr_start {lo} on the {schedule} schedule{_tuned_range(info.misc)}"
         how = info.lr_how if info.hp_kind != "fixed" and info.lr_how else None
         out.append(f"- **learning rate**: {span} ({info.hp_kind}{f': {how}' if how else ''})")
     if "batch_size" in hp:
@@ -264,6 +264,15 @@ def decision_lines(info: SummaryInfo) -> list[str]:
                + (f", {c['unfinished']} unfinished" if c.get("unfinished") else "")
                + (" (see below)" if bad else ""))
     return out
+
+
+def _tuned_range(misc: Any) -> str:
+    """``", from the tuned range [a, b]"`` where ``misc.json`` kept the range a peak-first schedule was mapped from
+    (its peak inside the range, its decay possibly below it: :func:`~ignite_seg.tuning.schedule.schedule_lrs`)."""
+    sch = MiscFile.from_json(misc).steps.schedule if isinstance(misc, Mapping) else None
+    if sch is None or sch.range_min is None or sch.range_max is None:
+        return ""
+    return f", from the tuned range [{_short(sch.range_min)}, {_short(sch.range_max)}]"
 
 
 def _guard_lines(misc: Any) -> list[str]:

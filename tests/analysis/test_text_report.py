@@ -136,7 +136,11 @@ def test_the_summary_names_the_fallback_the_tie_rule_and_the_schedule_used():
     lines = decision_lines(info)
     assert "- **batch size**: 16 — chosen by the rule: initial_batch_size=16 (the grid batch size nearest it), " \
         "because the gradient noise scale could not be measured; no candidate runs" in lines
-    assert "- **learning rate**: range [0.003, 0.05] mapped onto the cosine schedule (tuned)" in lines
+    assert "- **learning rate**: peak (lr_end) 0.05, lr_start 0.003 on the cosine schedule (tuned)" in lines
+    # the range the schedule was mapped from, where misc.json kept it: the decay may end below it
+    misc["steps"]["schedule"] = {"range_min": 0.01, "range_max": 0.25}
+    assert "- **learning rate**: peak (lr_end) 0.05, lr_start 0.003 on the cosine schedule, from the tuned range " \
+        "[0.01, 0.25] (tuned)" in decision_lines(_info(misc=misc, final_hp=hp, bs_sampled=None))
     assert "- **schedule**: linear warmup from 0 over 1 epochs, then cosine decay from 0.05 to 0.003; 4 epochs" in lines
     assert not any("triangular" in line or "cycles" in line for line in lines)
     # the default triangular schedule keeps its cycles
