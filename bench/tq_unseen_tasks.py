@@ -27,6 +27,13 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
   ``BCEWithLogitsLoss``, perf = the share of labels right (``accuracy_style="multiclass"``); an MLP.
 * ``many_classes`` (session 15): ``make_classification`` with 40 classes (4,000 + 1,000 items, 40 features); an MLP;
 * ``gru`` (session 15): the ``tokens`` task's data (other draws) read by a GRU over packed padded sequences.
+* ``hastie`` (session 18, added after the length check's sign test was built, to check it on tasks it was not
+  developed on): scikit-learn's ``make_hastie_10_2`` (2,000 + 1,000 items: the class is whether the squared norm of
+  10 Gaussian features passes its median); a ReLU MLP;
+* ``sparse_regression`` (session 18): ``make_regression`` (600 + 300 items, 50 features of which 8 matter, noise
+  30), target standardised; a ReLU MLP that can overfit it, MSE;
+* ``waves`` (session 18): 1-D signals of 64 steps (a sine, square, triangle or sawtooth wave at a random frequency
+  and phase, amplitude jitter, Gaussian noise; 1,600 + 400), a small Conv1d network.
 
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
@@ -340,7 +347,53 @@ def gru_model() -> nn.Module:
     return GRUTagger()
 
 
-REGRESSION = ("diabetes", "friedman", "raw_diabetes")
+def hastie_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_hastie_10_2
+
+    x, y = make_hastie_10_2(n_samples=3000, random_state=31)
+    return _classes(x, (y > 0).astype(np.int64), 1000, 32)
+
+
+def hastie_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2))
+
+
+def sparse_regression_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_regression
+
+    x, y = make_regression(n_samples=900, n_features=50, n_informative=8, noise=30.0, random_state=33)
+    xt, yt, xv, yv = _split(x, y, 300, 34)
+    mu, sd = yt.mean(), yt.std()
+    as_t = lambda a: torch.tensor(a, dtype=torch.float32)  # noqa: E731
+    return (TensorDataset(as_t(xt), as_t((yt - mu) / sd)[:, None]),
+            TensorDataset(as_t(xv), as_t((yv - mu) / sd)[:, None]))
+
+
+def sparse_regression_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(50, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 1))
+
+
+def _waves(n: int, seed: int, steps: int = 64) -> TensorDataset:
+    rng = np.random.default_rng(seed)
+    kind = rng.integers(0, 4, n)
+    t = np.arange(steps)[None, :] * rng.uniform(0.04, 0.15, (n, 1)) + rng.uniform(0, 1, (n, 1))  # cycles
+    frac = t % 1.0
+    shapes = np.stack([np.sin(2 * np.pi * t), np.sign(np.sin(2 * np.pi * t)), 4 * np.abs(frac - 0.5) - 1,
+                       2 * frac - 1])  # sine, square, triangle, sawtooth
+    x = shapes[kind, np.arange(n)] * rng.uniform(0.6, 1.4, (n, 1)) + rng.normal(0, 0.6, (n, steps))
+    return TensorDataset(torch.tensor(x[:, None, :], dtype=torch.float32), torch.tensor(kind))
+
+
+def waves_dataset() -> tuple[TensorDataset, TensorDataset]:
+    return _waves(1600, 35), _waves(400, 36)
+
+
+def waves_model() -> nn.Module:
+    return nn.Sequential(nn.Conv1d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool1d(2), nn.Conv1d(16, 32, 5, padding=2),
+                         nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(32, 4))
+
+
+REGRESSION = ("diabetes", "friedman", "raw_diabetes", "sparse_regression")
 LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}}
 STYLES = {"tags": "multiclass", **{name: "inv-loss" for name in REGRESSION}}
 UNSEEN_TASKS = {
@@ -349,5 +402,5 @@ UNSEEN_TASKS = {
            "loss": ("torch.nn", LOSSES.get(name, "CrossEntropyLoss"), (), {}),
            "style": STYLES.get(name, "classification")}
     for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare",
-                 "raw_diabetes", "tags", "many_classes", "gru")
+                 "raw_diabetes", "tags", "many_classes", "gru", "hastie", "sparse_regression", "waves")
 }
