@@ -46,7 +46,8 @@ the cut to the latest best epoch has a rival: the shorter schedule is taken inst
 and ended within the tolerance of each run's best (:func:`reach_best`; a schedule that anneals within the epochs
 where the full one peaked). An oracle of 26
 recipes (E against E/3 on val, 4 trials each) found the shorter clearly better on 7 and clearly worse on 15, by up
-to 0.27: the rule asks for a margin and a replication because a wrong adoption costs more than a missed one.
+to 0.27: both rules ask for replication on independent slices because a wrong adoption costs more than a missed
+one.
 
 Nothing is run when ``length_runs`` is 0 or the trials train ``min_epochs`` already. The decision and
 its evidence (every run's curves and verdict) are kept in ``misc.json`` (``steps.length``,
