@@ -232,6 +232,7 @@ def test_the_shorter_schedule_must_win_on_every_slice_and_a_lost_first_pair_ends
     assert "did not end above the full 15-epoch schedule on slice 3 (0.83 against 0.755, 0.83 against 0.755, 0.755 against 0.755)" in g.decided_by
     caption = length_caption(length_info(json.loads((tmp_path / "hparams" / MISC_JSON).read_text())))
     assert "It did not end above the full schedule on slice 3" in caption and "the full schedule stands" in caption
+    assert "a further run is made when the last one fell, or for the compressed schedule's next slice" in caption
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path / "b", [FLAT, FLAT], [[0.6, 0.7, 0.72, 0.74, 0.76]] * 2)
     assert got == hp and calls == [[0, ("short", 0)]]  # it lost on the first slice: nothing more is run
     assert g.runs == 1 and len(g.short_perfs) == 1 and "the 15 epochs stand" in g.decided_by

@@ -152,8 +152,9 @@ def length_caption(info: LengthInfo) -> str:
     if n:
         shorter += (f" It did not end above the full schedule on slice {n} (a further slice is tried only after the "
                     "ones before favoured it), so the full schedule stands.")
-    return head + (f"{who}, so the trials train the planned {info.epochs} epochs (a further run "
-                   f"is made only when the last one fell).{shorter}")
+    further = ("when the last one fell, or for the compressed schedule's next slice" if n > 1
+               else "only when the last one fell")
+    return head + f"{who}, so the trials train the planned {info.epochs} epochs (a further run is made {further}).{shorter}"
 
 
 def _fell(perfs: np.ndarray, best: float, tol: float) -> bool:
