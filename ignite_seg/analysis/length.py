@@ -46,6 +46,8 @@ class LengthInfo:
     short_won: bool = False
     #: what the shorter schedule was compared with: ``"end"`` (the full runs' ends) or ``"best"`` (every run fell)
     short_against: str = "end"
+    #: the slices of the sign test (0: a folder from before it, whose rule asked for a margin of the tolerance)
+    short_slices: int = 0
 
 
 def length_info(misc: object, accuracy_style: str = "classification") -> LengthInfo | None:
@@ -68,7 +70,8 @@ def length_info(misc: object, accuracy_style: str = "classification") -> LengthI
                       step.epochs_planned, step.epochs, bool(step.cut), accuracy_style, step.decided_by or "",
                       short_epochs=step.short_epochs or 0,
                       short_perfs=tuple(np.asarray(p, dtype=np.float64) for p in step.short_perfs or ()),
-                      short_won=bool(step.short_won), short_against=step.short_against or "end")
+                      short_won=bool(step.short_won), short_against=step.short_against or "end",
+                      short_slices=step.short_slices or 0)
 
 
 def length_of(snap: Snapshot) -> LengthInfo | None:
@@ -145,13 +148,15 @@ def length_caption(info: LengthInfo) -> str:
         return head + (f"{who}, so the trials train {info.epochs} epochs (dashed), the latest of the runs' best "
                        "epochs (at least min_epochs)." + (shorter + " It did not reach the runs' best within the "
                                                           "tolerance on every slice." if n else ""))
+    # a folder from before the sign test (no short_slices) was decided by a margin of the tolerance
+    how = "" if info.short_slices else " by more than the tolerance"
+    sign = " (a sign test: each slice is tried only after the ones before favoured it)" if info.short_slices else ""
     if info.short_won:
-        return head + (f"{who}.{shorter} It ended above the full schedule on every one of the {n} slices (a sign "
-                       f"test: each slice is tried only after the ones before favoured it), so the trials train the "
-                       f"compressed {info.epochs}-epoch schedule.")
+        return head + (f"{who}.{shorter} It ended above the full schedule{how} on every one of the {n} slices{sign}, "
+                       f"so the trials train the compressed {info.epochs}-epoch schedule.")
     if n:
-        shorter += (f" It did not end above the full schedule on slice {n} (a further slice is tried only after the "
-                    "ones before favoured it), so the full schedule stands.")
+        shorter += (f" It did not end above the full schedule{how} on slice {n} (a further slice is tried only after "
+                    "the ones before favoured it), so the full schedule stands.")
     further = ("when the last one fell, or for the compressed schedule's next slice" if n > 1
                else "only when the last one fell")
     return head + f"{who}, so the trials train the planned {info.epochs} epochs (a further run is made {further}).{shorter}"

@@ -225,6 +225,9 @@ class LengthStep(JsonSection):
     #: must end above each, a sign test), or ``"best"``, their best (every run fell: it must reach it, within the
     #: tolerance, in fewer epochs than the cut); ``None`` when not compared
     short_against: str | None = optional()
+    #: against ``"end"``: the slices it had to end above the full runs on (``length_short_runs``, a sign test);
+    #: ``None`` in folders made before the sign test (their rule: above by the full run's tolerance on every slice)
+    short_slices: int | None = optional()
 
 
 @dataclass(frozen=True)

@@ -289,6 +289,7 @@ class _LengthRuns:
             short_perfs=curves(self.short_done, "perfs") if self.short_done else None,
             short_status=[r.status for r in self.short_done] if self.short_done else None,
             short_won=won if self.short_hp is not None else None, short_against=against,
+            short_slices=self.t.s.length_short_runs if against == "end" else None,
         )
 
 
