@@ -17,6 +17,7 @@ from ..storage.schemas import (
     BatchSweepFile,
     LRSweepFile,
     MiscFile,
+    ScheduleStep,
 )
 from ._mpl import PERF_LABELS, fmt
 from .evidence import batch_evidence, epochs_evidence, lr_evidence
@@ -90,6 +91,8 @@ class SummaryInfo(NamedTuple):
     outcomes: Outcomes = Outcomes()
     #: How the tuned LR range was reached (``misc.json``'s schedule step: swept, rescanned, scaled)
     lr_how: str | None = None
+    #: The tuned range ``[lr_min, lr_max]`` a peak-first schedule was mapped from (its decay may end below it)
+    lr_range: tuple[float, float] | None = None
     #: The completed trials whose training loss ended above where it began.
     rising: tuple[Rise, ...] = ()
     #: The completed trials whose validation perf peaked early and ended clearly below its best.
@@ -162,6 +165,7 @@ def summary_info(
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, trials),
         lr_how=steps.schedule.lr_how if steps.schedule is not None else None,
+        lr_range=_tuned_range(steps.schedule),
         rising=rising_trials(throughtimes),
         peaked=peaked_trials(throughtimes),
     )
@@ -236,7 +240,9 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         lo, hi = _short(hp["lr_start"]), _short(hp["lr_end"])
         schedule = hp.get("schedule", "triangular")
         span = f"cycles between {lo} and {hi}" if schedule == "triangular" else \
-            f"peak (lr_end) {hi}, lr_start {lo} on the {schedule} schedule{_tuned_range(info.misc)}"
+            f"peak (lr_end) {hi}, lr_start {lo} on the {schedule} schedule" + (
+                f", from the tuned range [{_short(info.lr_range[0])}, {_short(info.lr_range[1])}]" if info.lr_range
+                else "")
         how = info.lr_how if info.hp_kind != "fixed" and info.lr_how else None
         out.append(f"- **learning rate**: {span} ({info.hp_kind}{f': {how}' if how else ''})")
     if "batch_size" in hp:
@@ -266,13 +272,12 @@ def decision_lines(info: SummaryInfo) -> list[str]:
     return out
 
 
-def _tuned_range(misc: Any) -> str:
-    """``", from the tuned range [a, b]"`` where ``misc.json`` kept the range a peak-first schedule was mapped from
-    (its peak inside the range, its decay possibly below it: :func:`~ignite_seg.tuning.schedule.schedule_lrs`)."""
-    sch = MiscFile.from_json(misc).steps.schedule if isinstance(misc, Mapping) else None
+def _tuned_range(sch: ScheduleStep | None) -> tuple[float, float] | None:
+    """The range a peak-first schedule was mapped from, where ``misc.json`` kept it (its peak inside the range, its
+    decay possibly below it: :func:`~ignite_seg.tuning.schedule.schedule_lrs`)."""
     if sch is None or sch.range_min is None or sch.range_max is None:
-        return ""
-    return f", from the tuned range [{_short(sch.range_min)}, {_short(sch.range_max)}]"
+        return None
+    return sch.range_min, sch.range_max
 
 
 def _guard_lines(misc: Any) -> list[str]:
