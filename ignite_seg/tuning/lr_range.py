@@ -241,7 +241,7 @@ def choose_lr_range(
     lrs, losses, curves, valley_curves = _checked(lrs, losses, rule, curves, valley_curves)
     perf_curves = _like(perf_curves, losses, "perf_curves")
     lo_lr, hi_lr = float(lrs[0]), float(lrs[-1])
-    smoothed, diverged_lr = _cut_at_divergence(lrs, losses, curves, rule)
+    smoothed, diverged_lr, alive = _cut_at_divergence(lrs, losses, curves, rule)
     mean = mean_curve(smoothed, min_frac=0.51)  # where most repeats still run: one stray repeat is not the mean
     n_valid = _finite_prefix(mean)
     if n_valid < MIN_POINTS:
@@ -255,7 +255,7 @@ def choose_lr_range(
     first, k_min = start_and_minimum(valid, rule.window)
     improvement = (first - float(valid[k_min])) / max(abs(first), 1e-12)
     # the valley (its minimum, floor and bottom) is located on valley_curves where they were measured
-    valley = _valley_curve(valid, smoothed, valley_curves, rule.window)
+    valley = _valley_curve(valid, alive, valley_curves, rule.window)
     deriv = np.full(lrs.size, np.nan)
     deriv[:n_valid] = log_lr_derivative(valid, lrs[:n_valid], max(rule.window, 3))
     x = np.log10(lrs[:n_valid])
@@ -272,7 +272,7 @@ def choose_lr_range(
     x_lo, x_hi, hit_end = _interval(d, x, k, rule, x_stop)
     plateau = None
     if perf_curves is not None:
-        perf = mean_curve(np.where(np.isfinite(smoothed), smooth_curves(perf_curves, rule.window), np.nan), 0.51)
+        perf = mean_curve(_smooth_alive(perf_curves, alive, rule.window), 0.51)
         plateau = find_plateau(x, valley, perf[:n_valid], rule.window)
     if plateau is not None:  # the floor's top, a span below it: no longer the steep fall to the trivial floor
         x_hi, hit_end, x_stop = plateau.x_hi, False, None
@@ -322,14 +322,21 @@ def _like(other: np.ndarray | None, losses: np.ndarray, name: str) -> np.ndarray
 
 
 def _cut_at_divergence(lrs: np.ndarray, losses: np.ndarray, curves: np.ndarray | None,
-                       rule: RangeRule) -> tuple[np.ndarray, np.ndarray]:
+                       rule: RangeRule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The smoothed curves (``curves``, else ``losses``), each repeat cut (NaN) where its training loss
-    diverged or either curve is not finite; and the LR of each cut (NaN: not cut)."""
+    diverged or either curve is not finite; the LR of each cut (NaN: not cut); and where each repeat still
+    ran (R, P), to cut the other curves of the sweep alike.
+
+    A repeat is cut before it is smoothed: a centred average over the points just below the cut would
+    otherwise take in the blown-up values past it (half a window of them), and a floor the loss sat on
+    right up to the divergence would look like a rise (bench/RESULTS.md, session 19: that lifted the
+    held-out floor of a task learned within the sweep, the settled rule missed it, and 1 ``fastest`` range
+    in 4 came out on the flat top, up to 50x the steep part)."""
     if curves is not None:
         losses = np.where(np.isfinite(curves), losses, np.nan)  # a non-finite held-out loss cuts too
     train_smoothed = smooth_curves(losses, rule.window)  # the divergence is judged on the training loss
-    smoothed = train_smoothed if curves is None else smooth_curves(curves, rule.window)
     diverged_lr = np.full(losses.shape[0], np.nan)
+    alive = np.ones(losses.shape, dtype=bool)
     for r in range(losses.shape[0]):
         stop = divergence_index(train_smoothed[r], rule.diverge_th, rule.regain, warmup=rule.window // 2)
         raw_stop = _finite_prefix(losses[r])
@@ -337,18 +344,22 @@ def _cut_at_divergence(lrs: np.ndarray, losses: np.ndarray, curves: np.ndarray |
             stop = raw_stop if stop is None else min(stop, raw_stop)
         if stop is not None:
             diverged_lr[r] = lrs[stop]
-            smoothed[r, stop:] = np.nan
-    return smoothed, diverged_lr
+            alive[r, stop:] = False
+    return _smooth_alive(losses if curves is None else curves, alive, rule.window), diverged_lr, alive
 
 
-def _valley_curve(valid: np.ndarray, smoothed: np.ndarray, valley_curves: np.ndarray | None,
+def _smooth_alive(curves: np.ndarray, alive: np.ndarray, window: int) -> np.ndarray:
+    """``curves`` smoothed over the points where their repeat still ran (NaN past its cut)."""
+    return smooth_curves(np.where(alive, curves, np.nan), window)
+
+
+def _valley_curve(valid: np.ndarray, alive: np.ndarray, valley_curves: np.ndarray | None,
                   window: int) -> np.ndarray:
-    """The mean curve to locate the valley on: ``valley_curves`` cut like ``smoothed`` where their
-    mean is finite over the ``valid`` points, else ``valid`` itself."""
+    """The mean curve to locate the valley on: ``valley_curves`` cut where their repeat stopped (``alive``)
+    where their mean is finite over the ``valid`` points, else ``valid`` itself."""
     if valley_curves is None:
         return valid
-    cut = np.where(np.isfinite(smoothed), smooth_curves(valley_curves, window), np.nan)
-    valley_mean = mean_curve(cut, min_frac=0.51)[: valid.size]
+    valley_mean = mean_curve(_smooth_alive(valley_curves, alive, window), min_frac=0.51)[: valid.size]
     return valley_mean if np.isfinite(valley_mean).all() else valid
 
 
