@@ -34,6 +34,17 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
   30), target standardised; a ReLU MLP that can overfit it, MSE;
 * ``waves`` (session 18): 1-D signals of 64 steps (a sine, square, triangle or sawtooth wave at a random frequency
   and phase, amplitude jitter, Gaussian noise; 1,600 + 400), a small Conv1d network.
+* ``noisy_labels`` (session 19, added to look for new failures, before any change): scikit-learn's digits with 30%
+  of the 1,297 training labels replaced by random ones (the 500 validation labels clean), an MLP that can memorise
+  them: training long hurts;
+* ``deep_plain`` (session 19): ``make_classification`` (2,000 + 500 items, 20 features, 5 classes) read by an
+  8-layer ReLU MLP with no normalisation (a narrow window between too slow and diverging);
+* ``res_digits`` (session 19): scikit-learn's digits as 1x8x8 images (1,297 + 500), shifted by up to a pixel on
+  every read; a small residual CNN with BatchNorm and a global average pool;
+* ``autoencoder`` (session 19): scikit-learn's digits (standardised) reconstructed through a 16-unit bottleneck
+  (64 outputs, MSE; ``accuracy_style="inv-loss"``);
+* ``logistic`` (session 19): a single ``nn.Linear`` (logistic regression) on ``make_classification`` (2,000 + 500
+  items, 40 features, 2 classes, 10% labels flipped): a convex model.
 
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
@@ -393,7 +404,105 @@ def waves_model() -> nn.Module:
                          nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(32, 4))
 
 
-REGRESSION = ("diabetes", "friedman", "raw_diabetes", "sparse_regression")
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return d.data.astype(np.float32), d.target
+
+
+def noisy_labels_dataset() -> tuple[TensorDataset, TensorDataset]:
+    x, y = _digits()
+    train, val = _classes(x, y, 500, 41)
+    labels = train.tensors[1].clone()
+    g = torch.Generator().manual_seed(42)
+    flip = torch.rand(len(labels), generator=g) < 0.3
+    labels[flip] = torch.randint(0, 10, (int(flip.sum()),), generator=g)
+    return TensorDataset(train.tensors[0], labels), val
+
+
+def noisy_labels_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def deep_plain_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(n_samples=2500, n_features=20, n_informative=12, n_classes=5, n_clusters_per_class=2,
+                               random_state=43)
+    return _classes(x, y, 500, 44)
+
+
+def deep_plain_model() -> nn.Module:
+    layers: list[nn.Module] = [nn.Linear(20, 64), nn.ReLU()]
+    for _ in range(7):
+        layers += [nn.Linear(64, 64), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(64, 5))
+
+
+class ShiftedDigits(Dataset):
+    """scikit-learn's digits as 1x8x8 images in [0, 1]; when ``augment``, a fresh shift of up to a pixel on every read."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, augment: bool) -> None:
+        self.x, self.y, self.augment = x.reshape(-1, 8, 8) / 16.0, y, augment
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        img = self.x[i]
+        if self.augment:
+            dr, dc = np.random.randint(-1, 2, 2)
+            img = np.roll(img, (int(dr), int(dc)), axis=(0, 1))
+        return torch.from_numpy(np.ascontiguousarray(img, dtype=np.float32))[None], int(self.y[i])
+
+
+def res_digits_dataset() -> tuple[ShiftedDigits, ShiftedDigits]:
+    x, y = _digits()
+    order = np.random.default_rng(45).permutation(len(x))
+    return ShiftedDigits(x[order[500:]], y[order[500:]], True), ShiftedDigits(x[order[:500]], y[order[:500]], False)
+
+
+class _Residual(nn.Module):
+    def __init__(self, ch: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(ch, ch, 3, padding=1, bias=False), nn.BatchNorm2d(ch), nn.ReLU(),
+                                  nn.Conv2d(ch, ch, 3, padding=1, bias=False), nn.BatchNorm2d(ch))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.body(x))
+
+
+def res_digits_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                         _Residual(16), _Residual(16), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+
+def autoencoder_dataset() -> tuple[TensorDataset, TensorDataset]:
+    x, y = _digits()
+    xt, _, xv, _ = _split(x, y, 500, 46)
+    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor(xt, dtype=torch.float32)),
+            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor(xv, dtype=torch.float32)))
+
+
+def autoencoder_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 64), nn.ReLU(),
+                         nn.Linear(64, 64))
+
+
+def logistic_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(n_samples=2500, n_features=40, n_informative=10, n_classes=2, flip_y=0.1,
+                               random_state=47)
+    return _classes(x, y, 500, 48)
+
+
+def logistic_model() -> nn.Module:
+    return nn.Linear(40, 2)
+
+
+REGRESSION = ("diabetes", "friedman", "raw_diabetes", "sparse_regression", "autoencoder")
 LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}}
 STYLES = {"tags": "multiclass", **{name: "inv-loss" for name in REGRESSION}}
 UNSEEN_TASKS = {
@@ -402,5 +511,6 @@ UNSEEN_TASKS = {
            "loss": ("torch.nn", LOSSES.get(name, "CrossEntropyLoss"), (), {}),
            "style": STYLES.get(name, "classification")}
     for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare",
-                 "raw_diabetes", "tags", "many_classes", "gru", "hastie", "sparse_regression", "waves")
+                 "raw_diabetes", "tags", "many_classes", "gru", "hastie", "sparse_regression", "waves",
+                 "noisy_labels", "deep_plain", "res_digits", "autoencoder", "logistic")
 }
