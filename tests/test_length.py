@@ -20,6 +20,7 @@ from ignite_seg.tuning.length import (
     check_length,
     combine,
     compare_ends,
+    cooled,
     judge_length,
     length_slices,
     short_schedule,
@@ -151,26 +152,27 @@ def test_the_ends_are_compared_by_their_sign_a_tie_or_a_failed_run_never_wins():
 
 
 class _Curves:
-    """Stands in for the worker runs: each length task's perf curve by its slice and schedule; records each call."""
+    """Stands in for the worker runs: each length task's perf curve by its slice and schedule (``cool``: the cooler
+    recipe's, by default its full run's: it falls the same); records each call."""
 
-    def __init__(self, full, short):
+    def __init__(self, full, short, cool=None):
         self.full, self.short, self.calls = full, short, []
+        self.cool = full if cool is None else cool
 
     def __call__(self, t, fn, tasks, desc, stage, failed):
         self.calls.append([task.key for task in tasks])
         out = {}
         for task in tasks:
-            short = isinstance(task.key, tuple)
-            r = task.key[1] if short else task.key
-            curve = (self.short if short else self.full)[r]
+            kind, r = task.key if isinstance(task.key, tuple) else ("full", task.key)
+            curve = {"full": self.full, "short": self.short, "cool": self.cool}[kind][r]
             assert len(curve) == task.hparams.epochs  # the short run trains the compressed schedule
             out[task.key] = _ran(task.key, curve, "completed", abs_tol=2 / 50)
         return out
 
 
-def _check_with(runner, monkeypatch, tmp_path, full, short, epochs=15, **settings):
+def _check_with(runner, monkeypatch, tmp_path, full, short, epochs=15, cool=None, **settings):
     t = _tune_run(runner, tmp_path, "blobs", {}, "CrossEntropyLoss", 500, **settings)
-    curves = _Curves(full, short)
+    curves = _Curves(full, short, cool)
     monkeypatch.setattr(length_mod, "run_tasks", curves)
     hp = FixedHyperparameters(lr_start=0.01, lr_end=0.1, batch_size=16, epochs=epochs,
                               cycle_size_epochs=float(epochs), schedule="cosine", warmup_epochs=1.5)
@@ -247,7 +249,8 @@ def test_when_every_full_run_fell_the_trials_are_cut_to_the_best_and_the_shorter
     fell = [0.6, 0.7, 0.8, 0.82, 0.8, 0.75, 0.7, 0.68, 0.66, 0.65, 0.64, 0.63, 0.62, 0.61, 0.6]
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [fell, fell], [[0.7, 0.78, 0.8, 0.82, 0.9]] * 2)
     assert got.epochs == 5 and got.warmup_epochs == hp.warmup_epochs  # cut to its best (at least min_epochs)
-    assert g.cut and not g.short_won and calls == [[0, ("short", 0)], [1]]
+    # the cooler recipe ran on slice 1 and fell as the full runs did: not taken
+    assert g.cut and not g.short_won and calls == [[0, ("short", 0)], [1], [("cool", 0)]] and g.cool_won is False
     assert "fell from its best in every run" in g.decided_by and g.short_against is None  # 5 is not fewer than 5
 
 
@@ -260,7 +263,8 @@ def test_when_every_run_fell_a_shorter_schedule_that_reaches_their_best_is_taken
     # to the latest best (10) trained 0.774, the 5-epoch schedule reached the best of the runs
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [LATE_FALL, LATE_FALL],
                                     [[0.6, 0.7, 0.76, 0.78, 0.79]] * 2)
-    assert calls == [[0, ("short", 0)], [1], [("short", 1)]]  # the second shorter run only once the first reached
+    # the cooler recipe first (it fell on slice 1), then the second shorter run only once the first reached
+    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("short", 1)]]
     assert got == short_schedule(hp, 1 / 3, 5) and g.short_won and g.short_against == "best" and g.epochs == 5
     assert "ended within the tolerance of the runs' best on every one of 2 slices" in g.decided_by and "rather than the 10 of the cut" in g.decided_by
     from ignite_seg.analysis.length import length_caption, length_info, plot_length
@@ -276,7 +280,7 @@ def test_when_every_run_fell_the_shorter_must_reach_their_best_on_every_slice(ru
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [LATE_FALL, LATE_FALL],
                                     [[0.6, 0.7, 0.76, 0.78, 0.79], [0.6, 0.66, 0.68, 0.7, 0.7]])
     assert got.epochs == 10 and g.cut and g.short_won is False and g.short_against == "best"
-    assert calls == [[0, ("short", 0)], [1], [("short", 1)]]
+    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("short", 1)]]
     assert "did not end within the tolerance of the runs' best on slice 2" in g.decided_by
     misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
     caption = length_caption(length_info(misc))
@@ -284,7 +288,55 @@ def test_when_every_run_fell_the_shorter_must_reach_their_best_on_every_slice(ru
     assert "did not reach the runs' best" in caption
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path / "b", [LATE_FALL, LATE_FALL],
                                     [[0.6, 0.66, 0.68, 0.7, 0.7]] * 2)
-    assert got.epochs == 10 and calls == [[0, ("short", 0)], [1]]  # it missed on the first slice: no second is made
+    assert got.epochs == 10 and calls == [[0, ("short", 0)], [1], [("cool", 0)]]  # it missed on slice 1: no second
+
+
+HOT = [0.5, 0.58, 0.64, 0.7, 0.74, 0.78, 0.8, 0.7, 0.72, 0.66, 0.7, 0.68, 0.64, 0.66, 0.65]  # best ~0.77, then jumps
+COOL = [0.4, 0.5, 0.56, 0.62, 0.66, 0.7, 0.72, 0.74, 0.75, 0.76, 0.77, 0.77, 0.78, 0.78, 0.78]  # slower, no fall
+
+
+def test_when_every_run_fell_a_cooler_recipe_that_reaches_their_best_is_taken_at_the_planned_epochs(
+        runner, monkeypatch, tmp_path):
+    # the autoencoder's SGD recipe (bench/RESULTS.md, session 19): its runs fell near the peak of their cycle and its
+    # trials diverged in 3 of 12; at a third of the learning rate it trained every one, and better
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [HOT, HOT], [[0.6, 0.7, 0.72, 0.74, 0.76]] * 2,
+                                    cool=[COOL, COOL])
+    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("cool", 1)]]  # the second only once the first reached
+    assert got == cooled(hp) and got.epochs == 15 and got.lr_end == pytest.approx(hp.lr_end / 10**0.5)
+    assert (got.schedule, got.warmup_epochs, got.batch_size) == (hp.schedule, hp.warmup_epochs, hp.batch_size)
+    assert g.cool_won and not g.cut and g.epochs == 15 and g.cool_factor == pytest.approx(10**0.5)
+    assert g.lr_end == pytest.approx(got.lr_end) and len(g.cool_perfs) == 2 and g.cool_status == ["completed"] * 2
+    assert g.short_against is None and g.short_won is False  # the shorter schedule was not compared
+    assert "too hot rather than too long, so the trials train it, the planned 15 epochs" in g.decided_by
+    from ignite_seg.analysis.length import length_caption, length_info, plot_length
+
+    misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
+    info = length_info(misc)
+    caption = length_caption(info)
+    assert "Every run's perf fell below its tolerance. The recipe at its learning rates / 3.16" in caption
+    assert "the trials train it, the planned 15 epochs." in caption
+    fig = plot_length(info)
+    assert "learning rates / 3.16 reached the runs' best" in fig.axes[0].get_title()
+    assert sum("learning rates / 3.16" in str(line.get_label()) for line in fig.axes[0].get_lines()) == 2
+    misc, line, schedule = _report_lines(tmp_path, got)
+    assert "2 of the recipe at its learning rates / 3.16" in line and "15 epochs kept, learning rates / 3.16" in line
+
+
+def test_a_cooler_recipe_must_reach_the_best_on_every_slice_before_the_shorter_is_compared(runner, monkeypatch,
+                                                                                             tmp_path):
+    from ignite_seg.analysis.length import length_caption, length_info
+
+    # it reached on slice 1, not on slice 2: the cut (and its shorter rival) decide as before
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [LATE_FALL, LATE_FALL],
+                                    [[0.6, 0.66, 0.68, 0.7, 0.7]] * 2, cool=[COOL, [0.4, 0.5, 0.55, 0.6] + [0.62] * 11])
+    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("cool", 1)]]
+    assert got.epochs == 10 and got.lr_end == hp.lr_end and g.cut and g.cool_won is False
+    assert "the recipe at its learning rates / 3.16 did not end within the tolerance of the runs' best on slice 2" \
+        in g.decided_by and "the trials train 10 epochs" in g.decided_by
+    caption = length_caption(length_info(json.loads((tmp_path / "hparams" / MISC_JSON).read_text())))
+    assert "it did not end within the tolerance of the runs' best on every slice. So the trials train 10 epochs" in caption
+    misc, line, schedule = _report_lines(tmp_path, got)
+    assert "2 of the recipe at its learning rates / 3.16" in line and "15 -> 10 epochs" in line
 
 
 def test_length_short_0_compares_no_shorter_schedule(runner, monkeypatch, tmp_path):

@@ -48,6 +48,11 @@ class LengthInfo:
     short_against: str = "end"
     #: the slices of the sign test (0: a folder from before it, whose rule asked for a margin of the tolerance)
     short_slices: int = 0
+    #: the cooler recipe (compared only when every run fell): its learning rates' divisor (0: not compared), its runs'
+    #: perf per epoch (run k on run k's slice), taken
+    cool_factor: float = 0.0
+    cool_perfs: tuple[np.ndarray, ...] = ()
+    cool_won: bool = False
 
 
 def length_info(misc: object, accuracy_style: str = "classification") -> LengthInfo | None:
@@ -71,7 +76,9 @@ def length_info(misc: object, accuracy_style: str = "classification") -> LengthI
                       short_epochs=step.short_epochs or 0,
                       short_perfs=tuple(np.asarray(p, dtype=np.float64) for p in step.short_perfs or ()),
                       short_won=bool(step.short_won), short_against=step.short_against or "end",
-                      short_slices=step.short_slices or 0)
+                      short_slices=step.short_slices or 0, cool_factor=step.cool_factor or 0.0,
+                      cool_perfs=tuple(np.asarray(p, dtype=np.float64) for p in step.cool_perfs or ()),
+                      cool_won=bool(step.cool_won))
 
 
 def length_of(snap: Snapshot) -> LengthInfo | None:
@@ -105,13 +112,21 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
         ax.plot(np.arange(1, p.size + 1), p, color=color, lw=1.5, ls="--", marker="s", ms=3,
                 label=f"slice {r + 1}: the recipe compressed to {info.short_epochs} epochs")
         ax.plot([p.size], [smooth_epochs(p)[-1]], "s", color=color, ms=8, mfc="white", mew=1.5)
+    for r, p in enumerate(info.cool_perfs):
+        if not p.size:
+            continue
+        color = COLORS["val"] if r == 0 else set_color(r - 1)
+        ax.plot(np.arange(1, p.size + 1), p, color=color, lw=1.5, ls=":", marker="^", ms=3,
+                label=f"slice {r + 1}: the recipe at its learning rates / {info.cool_factor:.3g}")
+        ax.plot([p.size], [smooth_epochs(p)[-1]], "^", color=color, ms=8, mfc="white", mew=1.5)
     ax.axvline(info.epochs_planned, color="grey", ls=":", lw=1, label=f"planned: {info.epochs_planned} epochs")
     if info.cut:
         ax.axvline(info.epochs, color=COLORS["chosen"], ls="--", lw=1.5, label=f"the trials train {info.epochs} epochs")
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"held-out {PERF_LABELS.get(info.accuracy_style, 'perf')}")
     ax.set_xlim(0.5, info.epochs_planned + 0.5)
-    verdict = (f"the {info.epochs}-epoch schedule reached the runs' best" if info.short_won and info.short_against == "best"
+    verdict = (f"the recipe at its learning rates / {info.cool_factor:.3g} reached the runs' best" if info.cool_won
+               else f"the {info.epochs}-epoch schedule reached the runs' best" if info.short_won and info.short_against == "best"
                else f"the {info.epochs}-epoch schedule ended better" if info.short_won
                else f"cut {info.epochs_planned} -> {info.epochs} epochs" if info.cut else f"{info.epochs} epochs kept")
     ax.set_title(f"Length check: {verdict}\n(dot: a run's best on its 3-epoch mean; shaded: the tolerance under it)",
@@ -127,7 +142,7 @@ def length_caption(info: LengthInfo) -> str:
             "out its own slice of the training set and scoring it after every epoch, stopping once its perf had "
             "clearly fallen (thin: as measured; thick: the 3-epoch mean the rule reads; dot: its best; shaded: the "
             "tolerance under the best). ")
-    all_fell = (info.cut and not info.short_won) or (info.short_won and info.short_against == "best")
+    all_fell = (info.cut and not info.short_won) or (info.short_won and info.short_against == "best") or info.cool_won
     fell = runs if all_fell else sum(_fell(p, b, t) for p, b, t in zip(info.perfs, info.bests, info.tols))
     who = ("Every run's perf fell below its tolerance" if all_fell
            else "The run's perf did not fall below its tolerance" if runs == 1 and not fell
@@ -141,13 +156,21 @@ def length_caption(info: LengthInfo) -> str:
         f"its last two epochs{compared}")
     if all_fell:
         latest = max(info.best_epochs, default=info.epochs)
+        cool = "" if not info.cool_perfs else (
+            f" The recipe at its learning rates / {info.cool_factor:.3g} (dotted, triangles; open triangle: its end) "
+            f"trained the planned {info.epochs_planned} epochs on the same slice{'s' if len(info.cool_perfs) > 1 else ''}"
+            + (": it ended within the tolerance of the runs' best on every slice, so the run fell from being too hot "
+               f"rather than too long, and the trials train it, the planned {info.epochs} epochs." if info.cool_won
+               else "; it did not end within the tolerance of the runs' best on every slice."))
+        if info.cool_won:
+            return head + f"{who}.{cool}"
         if info.short_won:
-            return head + (f"{who}.{shorter} It ended within the tolerance of the runs' best on every slice, so the "
-                           f"trials train the compressed {info.epochs}-epoch schedule rather than the {latest} epochs "
-                           "of the latest best.")
-        return head + (f"{who}, so the trials train {info.epochs} epochs (dashed), the latest of the runs' best "
-                       "epochs (at least min_epochs)." + (shorter + " It did not reach the runs' best within the "
-                                                          "tolerance on every slice." if n else ""))
+            return head + (f"{who}.{cool}{shorter} It ended within the tolerance of the runs' best on every slice, so "
+                           f"the trials train the compressed {info.epochs}-epoch schedule rather than the {latest} "
+                           "epochs of the latest best.")
+        return head + (f"{who}{'.' + cool + ' So' if cool else ', so'} the trials train {info.epochs} epochs (dashed), "
+                       "the latest of the runs' best epochs (at least min_epochs)." + (
+                           shorter + " It did not reach the runs' best within the tolerance on every slice." if n else ""))
     # a folder from before the sign test (no short_slices) was decided by a margin of the tolerance
     how = "" if info.short_slices else " by more than the tolerance"
     sign = " (a sign test: each slice is tried only after the ones before favoured it)" if info.short_slices else ""

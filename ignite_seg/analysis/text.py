@@ -297,9 +297,12 @@ def _length_lines(misc: Any) -> list[str]:
     if g is None or not g.decided_by:
         return []
     runs = f"{g.runs} full-length run(s) scoring a held-out slice after every epoch; " if g.runs else ""
+    if g.cool_perfs:
+        runs += f"{len(g.cool_perfs)} of the recipe at its learning rates / {_short(g.cool_factor)}; "
     if g.short_perfs:
         runs += f"{len(g.short_perfs)} of the recipe compressed to {g.short_epochs} epochs; "
-    change = (f"{g.epochs_planned} -> {g.epochs} epochs (compressed)" if g.short_won
+    change = (f"{g.epochs} epochs kept, learning rates / {_short(g.cool_factor)}" if g.cool_won
+              else f"{g.epochs_planned} -> {g.epochs} epochs (compressed)" if g.short_won
               else f"{g.epochs_planned} -> {g.epochs} epochs" if g.cut else f"{g.epochs} epochs kept")
     return [f"- **length check**: {runs}{change} — {g.decided_by}"]
 

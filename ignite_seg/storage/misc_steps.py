@@ -228,6 +228,17 @@ class LengthStep(JsonSection):
     #: against ``"end"``: the slices it had to end above the full runs on (``length_short_runs``, a sign test);
     #: ``None`` in folders made before the sign test (their rule: above by the full run's tolerance on every slice)
     short_slices: int | None = optional()
+    #: the cooler recipe, compared only when every run fell (the recipe with both learning rates divided by
+    #: ``cool_factor`` at the planned epochs, run k on run k's slice): its runs' held-out perf after every epoch, how
+    #: each ended, and whether the trials train it (it ended within the tolerance of the run's best on every slice);
+    #: ``None`` when not compared (and in folders made before it)
+    cool_factor: float | None = optional()
+    cool_perfs: list[list[float]] | None = optional()
+    cool_status: list[str] | None = optional()
+    cool_won: bool | None = optional()
+    #: the learning rates the trials train when the cooler recipe was taken (``None`` otherwise)
+    lr_start: float | None = optional()
+    lr_end: float | None = optional()
 
 
 @dataclass(frozen=True)

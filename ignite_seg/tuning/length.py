@@ -49,6 +49,17 @@ recipes (E against E/3 on val, 4 trials each) found the shorter clearly better o
 to 0.27: both rules ask for replication on independent slices because a wrong adoption costs more than a missed
 one.
 
+A run's perf also falls when the recipe is too hot rather than too long: a tuned peak at the edge of stability
+trains for a while, then the loss jumps and the perf drops with it (bench/RESULTS.md, session 19: an autoencoder's
+SGD recipe, peak 1-1.8 from a sweep that diverged at 2-5, whose runs fell near the peak of their cycle and whose
+trials diverged in 3 of 12; the same recipe at a third of the learning rate trained every one, better). Cutting the
+epochs does not cool such a recipe (a shorter cycle reaches the same peak). So when every run fell, the cut has a
+first rival: the recipe with both learning rates divided by :data:`COOL_FACTOR` (the recipe check's back-off) at the
+planned epochs, run on each fall-rule slice in turn, each only after the ones before reached; it is taken when it
+ended within the tolerance of the run's best on every slice (:func:`reach_best`: where the recipe only overfits, the
+cooler one overfits too, later, and ends below that best). Only when it is not taken is the shorter schedule compared
+(above).
+
 Nothing is run when ``length_runs`` is 0 or the trials train ``min_epochs`` already. The decision and
 its evidence (every run's curves and verdict) are kept in ``misc.json`` (``steps.length``,
 :class:`~ignite_seg.storage.schemas.LengthStep`) and said in the log and the report.
@@ -67,9 +78,11 @@ from ..engine.length_run import LengthResult, LengthTask, run_length
 from ..smoothing import smooth_epochs
 from ..storage.schemas import LengthStep
 from .context import TuneRun, derive_seed, last_line, run_tasks
+from .guard import GUARD_BACKOFF
 
-__all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "LengthDecision", "judge_length", "stop_patience", "length_slices",
-           "short_schedule", "check_length", "combine", "ShortPair", "compare_ends", "short_verdict", "reach_best"]
+__all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "COOL_FACTOR", "LengthDecision", "judge_length", "stop_patience",
+           "length_slices", "short_schedule", "cooled", "check_length", "combine", "ShortPair", "compare_ends",
+           "short_verdict", "cool_verdict", "reach_best"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +93,9 @@ LENGTH_STEPS = 2
 #: epochs, at least :data:`STOP_PATIENCE_MIN` epochs.
 STOP_PATIENCE_FRAC = 0.1
 STOP_PATIENCE_MIN = 3
+#: When every run fell, the cut's first rival is the recipe with both learning rates divided by this (half a decade,
+#: the recipe check's back-off) at the planned epochs.
+COOL_FACTOR = GUARD_BACKOFF
 
 
 class LengthDecision(NamedTuple):
@@ -171,6 +187,18 @@ def short_schedule(hp: FixedHyperparameters, frac: float, min_epochs: int) -> Fi
                                warmup_steps=max(2, int(round(hp.warmup_steps * f))) if hp.warmup_steps else 0)
 
 
+def cooled(hp: FixedHyperparameters, factor: float = COOL_FACTOR) -> FixedHyperparameters:
+    """The recipe with both learning rates divided by ``factor``: the same schedule, epochs and batch size.
+
+    Example:
+        >>> hp = FixedHyperparameters(lr_start=0.3, lr_end=1.0, batch_size=16, epochs=20, cycle_size_epochs=20.0)
+        >>> c = cooled(hp, 10.0)
+        >>> round(c.lr_start, 6), round(c.lr_end, 6), c.epochs
+        (0.03, 0.1, 20)
+    """
+    return dataclasses.replace(hp, lr_start=hp.lr_start / factor, lr_end=hp.lr_end / factor)
+
+
 def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
     """Run the length check on ``hp`` (see the module doc); ``hp`` with its epochs cut, the shorter schedule, or
     ``hp``."""
@@ -189,20 +217,27 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
                 f"epochs on the same slice (on up to {s.length_short_runs} slices, each only when it did better on the "
                 "ones before)")
     epochs, why = runs.full_runs()
-    won, against, short = False, None, runs.short_hp
+    won, against, short, cool_won = False, None, runs.short_hp, None
     if short is not None and epochs == hp.epochs:  # kept: the shorter must end above the full schedule's end
-        pairs, against = runs.shorter_pairs(s.length_short_runs), "end"
+        pairs, against = runs.rival_pairs("short", s.length_short_runs), "end"
         won = len(pairs) == s.length_short_runs and all(p.better for p in pairs)
         # further full runs may have been made for the pairs: the verdict says every run
         why = combine(runs.judged, hp.epochs)[1] + "; " + short_verdict(pairs, against, hp.epochs, short.epochs, won)
-    elif short is not None and short.epochs < epochs and len(runs.judged) == s.length_runs:
-        # every run fell: the shorter is taken when it reaches their best in fewer epochs than the cut
-        pairs, against = runs.shorter_pairs(s.length_runs, reach=True), "best"
-        won = len(pairs) == s.length_runs and all(p.better for p in pairs)
-        why += "; " + short_verdict(pairs, against, epochs, short.epochs, won)
-    epochs = short.epochs if won and short is not None else epochs
-    t.misc.record(length=runs.record(epochs, why, won, against))
-    (logger.warning if epochs < hp.epochs or not runs.judged else logger.info)("length check: %s", why)
+    elif epochs < hp.epochs and len(runs.judged) == s.length_runs:
+        # every run fell: too hot rather than too long? the cooler recipe is taken when it reaches their best at the
+        # planned epochs; else the shorter when it reaches it in fewer epochs than the cut
+        cool = runs.rival_pairs("cool", s.length_runs, reach=True)
+        cool_won = len(cool) == s.length_runs and all(p.better for p in cool)
+        why += "; " + cool_verdict(cool, hp.epochs, cool_won)
+        if not cool_won and short is not None and short.epochs < epochs:
+            pairs, against = runs.rival_pairs("short", s.length_runs, reach=True), "best"
+            won = len(pairs) == s.length_runs and all(p.better for p in pairs)
+            why += "; " + short_verdict(pairs, against, epochs, short.epochs, won)
+    epochs = short.epochs if won and short is not None else hp.epochs if cool_won else epochs
+    t.misc.record(length=runs.record(epochs, why, won, against, cool_won))
+    (logger.warning if epochs < hp.epochs or cool_won or not runs.judged else logger.info)("length check: %s", why)
+    if cool_won:
+        return runs.cool_hp
     if won and runs.short_hp is not None:
         return runs.short_hp
     if epochs == hp.epochs:
@@ -212,72 +247,77 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
 
 class _LengthRuns:
     """The check's runs, made on demand: full-length run ``k`` on slice ``k`` (``tasks``: ``length_runs`` for the fall
-    rule, as many more as the shorter schedule's comparison may ask) and the shorter schedule on the same slice
-    (``shorts``); what each returned, and each usable full run's verdict (``judged``)."""
+    rule, as many more as the shorter schedule's comparison may ask) and each rival on the same slice (``rivals``:
+    ``"short"``, the shorter schedule; ``"cool"``, the cooler recipe); what each returned (``ordered``, ``rival_done``),
+    and each usable full run's verdict (``judged``)."""
 
     def __init__(self, t: TuneRun, hp: FixedHyperparameters, short_hp: FixedHyperparameters | None) -> None:
         s = t.s
-        self.t, self.hp, self.short_hp = t, hp, short_hp
+        self.t, self.hp, self.short_hp, self.cool_hp = t, hp, short_hp, cooled(hp)
         slices = max(s.length_runs, s.length_short_runs if short_hp is not None else 0)
         self.slices = length_slices(t.n_train, t.recipe.holdout, slices, t.seed)
         self.patience = stop_patience(hp.epochs)
         self.tasks = [LengthTask(r, dataclasses.replace(t.recipe, holdout=sl), hp, derive_seed(t.seed, "length", r),
                                  stop_rel_tol=s.length_tol, stop_steps=LENGTH_STEPS, stop_patience=self.patience)
                       for r, sl in enumerate(self.slices)]
-        self.shorts = [] if short_hp is None else [
-            dataclasses.replace(task, key=("short", r), hparams=short_hp, seed=derive_seed(t.seed, "length-short", r),
-                                stop_patience=short_hp.epochs + 1)  # never stops: its end is what counts
-            for r, task in enumerate(self.tasks)]
+        rivals = {"short": short_hp, "cool": self.cool_hp}
+        self.rivals = {kind: [
+            dataclasses.replace(task, key=(kind, r), hparams=rival, seed=derive_seed(t.seed, f"length-{kind}", r),
+                                stop_patience=rival.epochs + 1)  # never stops: its end is what counts
+            for r, task in enumerate(self.tasks)] for kind, rival in rivals.items() if rival is not None}
         self.ordered: list[LengthResult] = []
-        self.short_done: list[LengthResult] = []
+        self.rival_done: dict[str, list[LengthResult]] = {kind: [] for kind in self.rivals}
         self.judged: list[LengthDecision] = []
 
     def full_runs(self) -> tuple[int, str]:
         """The full-length runs, one after the other until one did not fall; the first beside the shorter schedule
         (most tasks need no second run, and the second worker would idle). The epochs by :func:`combine`."""
         for k in range(self.t.s.length_runs):  # the trials are cut only when every run fell: one that did not settles it
-            self.run(k, with_short=bool(self.shorts) and k == 0)
+            self.run(k, "short" if "short" in self.rivals and k == 0 else None)
             if self.judged and not self.judged[-1].cut:
                 break
         return combine(self.judged, self.hp.epochs)
 
-    def shorter_pairs(self, slices: int, reach: bool = False) -> list[ShortPair]:
-        """The first ``slices`` slices' shorter runs against their full runs, slice after slice while the shorter
-        wins: their ends (:func:`compare_ends`), or with ``reach`` (every full run fell, each is usable) the run's
-        best (:func:`reach_best`). A pair is made only when the slices before favoured the shorter schedule."""
+    def rival_pairs(self, kind: str, slices: int, reach: bool = False) -> list[ShortPair]:
+        """The first ``slices`` slices' runs of rival ``kind`` against their full runs, slice after slice while the
+        rival wins: their ends (:func:`compare_ends`), or with ``reach`` (every full run fell, each is usable) the
+        run's best (:func:`reach_best`). A pair is made only when the slices before favoured the rival."""
         pairs: list[ShortPair] = []
         for k in range(slices):
-            self.run(k, with_short=True)
-            pairs.append(reach_best(self.judged[k], self.short_done[k]) if reach
-                         else compare_ends(self.ordered[k], self.short_done[k]))
+            self.run(k, kind)
+            done = self.rival_done[kind][k]
+            pairs.append(reach_best(self.judged[k], done) if reach else compare_ends(self.ordered[k], done))
             if not pairs[-1].better:
                 break
         return pairs
 
-    def run(self, k: int, with_short: bool) -> None:
-        """Full run ``k`` and, with ``with_short``, the shorter schedule on its slice: those not run yet, side by
-        side (on two workers where there are two)."""
-        full, short = k == len(self.ordered), with_short and k == len(self.short_done)
-        todo = ([self.tasks[k]] if full else []) + ([self.shorts[k]] if short else [])
+    def run(self, k: int, rival: str | None) -> None:
+        """Full run ``k`` and, with ``rival``, that rival on its slice: those not run yet, side by side (on two workers
+        where there are two)."""
+        full = k == len(self.ordered)
+        extra = rival is not None and k == len(self.rival_done[rival])
+        todo = ([self.tasks[k]] if full else []) + ([self.rivals[rival][k]] if rival is not None and extra else [])
         if not todo:
             return
-        what = " and its shorter schedule" if full and short else ", its shorter schedule" if short else ""
+        words = {"short": "its shorter schedule", "cool": "its cooler recipe"}.get(rival or "", "")
+        what = f" and {words}" if full and extra else f", {words}" if extra else ""
         done = run_tasks(self.t, run_length, todo, f"tune: length check (run {k + 1} of up to {len(self.tasks)}{what})",
                          "length", lambda task, err: LengthResult(task.key, "failed", error=err))
         for task in todo:
             r, is_full = done[task.key], task is self.tasks[k]
-            (self.ordered if is_full else self.short_done).append(r)
+            (self.ordered if is_full else self.rival_done[str(rival)]).append(r)
             if r.status not in ("completed", "stopped") or not r.epochs:
-                logger.warning("length check %s %d %s: %s", "run" if is_full else "shorter run", k + 1, r.status,
+                logger.warning("length check %s %d %s: %s", "run" if is_full else f"{rival} run", k + 1, r.status,
                                last_line(r.error) if r.error else "its held-out perf became non-finite")
             elif is_full:
                 s = self.t.s
                 self.judged.append(judge_length(r.arrays["perfs"], self.hp.epochs, s.min_epochs, s.length_tol,
                                                 r.abs_tol))
 
-    def record(self, epochs: int, why: str, won: bool, against: str | None) -> LengthStep:
+    def record(self, epochs: int, why: str, won: bool, against: str | None, cool_won: bool | None) -> LengthStep:
         """``steps.length`` of ``misc.json``: every run's curves and verdict, and the decision."""
         curves = lambda runs, key: [r.arrays.get(key, np.zeros(0)).tolist() for r in runs]  # noqa: E731
+        shorts, cools = self.rival_done.get("short", []), self.rival_done["cool"]
         return LengthStep(
             runs=len(self.ordered), epochs_planned=self.hp.epochs, epochs=epochs, cut=epochs < self.hp.epochs,
             slice_items=[len(sl) for sl in self.slices[:len(self.ordered)]], rel_tol=self.t.s.length_tol,
@@ -286,10 +326,13 @@ class _LengthRuns:
             perfs=curves(self.ordered, "perfs"), losses=curves(self.ordered, "losses"),
             run_decisions=[d.reason for d in self.judged], decided_by=why,
             short_epochs=self.short_hp.epochs if self.short_hp is not None else None,
-            short_perfs=curves(self.short_done, "perfs") if self.short_done else None,
-            short_status=[r.status for r in self.short_done] if self.short_done else None,
+            short_perfs=curves(shorts, "perfs") if shorts else None,
+            short_status=[r.status for r in shorts] if shorts else None,
             short_won=won if self.short_hp is not None else None, short_against=against,
             short_slices=self.t.s.length_short_runs if against == "end" else None,
+            cool_factor=COOL_FACTOR if cools else None, cool_perfs=curves(cools, "perfs") if cools else None,
+            cool_status=[r.status for r in cools] if cools else None, cool_won=cool_won,
+            lr_start=self.cool_hp.lr_start if cool_won else None, lr_end=self.cool_hp.lr_end if cool_won else None,
         )
 
 
@@ -354,6 +397,19 @@ def short_verdict(pairs: Sequence[ShortPair], against: str, epochs: int, short_e
                 "their cycles and warmup compressed in proportion")
     return (f"the recipe compressed to {short_epochs} epochs did not end {than} on slice {len(pairs)} ({ends}), so it "
             "is not taken")
+
+
+def cool_verdict(pairs: Sequence[ShortPair], epochs: int, won: bool, factor: float = COOL_FACTOR) -> str:
+    """The cooler recipe's comparison with the runs' best, in words (every run fell)."""
+    if not pairs:
+        return f"the recipe at its learning rates / {factor:.3g} could not be compared"
+    ends = ", ".join(f"{p.short:.4g} against {p.full:.4g} (tolerance {p.tol:.3g})" for p in pairs)
+    if won:
+        return (f"yet the recipe at its learning rates / {factor:.3g} ended within the tolerance of the runs' best "
+                f"after the planned {epochs} epochs on every one of {len(pairs)} slice{'s' if len(pairs) > 1 else ''} "
+                f"({ends}): too hot rather than too long, so the trials train it, the planned {epochs} epochs")
+    return (f"the recipe at its learning rates / {factor:.3g} did not end within the tolerance of the runs' best on "
+            f"slice {len(pairs)} ({ends}), so it is not taken")
 
 
 def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
