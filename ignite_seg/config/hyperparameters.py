@@ -157,9 +157,11 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        slice; the trials train the shorter schedule only when it ends above the full one on every one of
        ``length_short_runs`` slices (a sign test: each pair runs only after the ones before favoured the
        shorter; a recipe tuned hot suits a short schedule: a GRU's tuned peak at 15 epochs 0.77-0.81,
-       compressed to 5 0.83-0.85). When every run fell, it is taken over the cut when it is shorter and
-       ends within the tolerance of each run's best. ``length_runs=0`` skips the check,
-       ``length_short=0`` the shorter schedule.
+       compressed to 5 0.83-0.85). When every run fell, the recipe may be too hot rather than too long:
+       the recipe with its learning rates divided by the recipe check's back-off (sqrt 10) at the planned
+       epochs is taken when it ends above each run's best by more than the tolerance; else the shorter
+       schedule is taken over the cut when it is shorter and ends within the tolerance of each run's best.
+       ``length_runs=0`` skips the check, ``length_short=0`` the shorter schedule.
 
     What a tune costs stops growing with the dataset (issue 25): a sweep repeat sees at most
     ``lr_sweep_max_examples`` examples (500 steps at batch 16; fastai and Lightning take 100 steps;
