@@ -215,10 +215,18 @@ def test_a_capped_first_sweep_too_flat_to_choose_on_runs_again_at_full_length(ru
     # an uncapped sweep that cannot choose still raises: nothing longer to try
     calls.clear()
     uncapped = dataclasses.replace(settings, lr_sweep_max_examples=None)
-    with pytest.raises(TuningError, match="did not improve"):
+    with pytest.raises(TuningError, match="did not improve") as err:
         choose_recipe(runner, RunFolder(tmp_path / "other"), uncapped, specs(), accuracy_style="classification",
                       facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
     assert calls == [240]
+    # plain SGD is told what moves a deep network (session 19: an 8-layer ReLU MLP at chance at every peak); with
+    # momentum, nothing more is said
+    assert "With plain SGD (no momentum)" in str(err.value) and "optimizer='adamw'" in str(err.value)
+    calls.clear()
+    with pytest.raises(TuningError, match="did not improve") as err:
+        choose_recipe(runner, RunFolder(tmp_path / "third"), dataclasses.replace(uncapped, momentum=0.9), specs(),
+                      accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
+    assert "plain SGD" not in str(err.value)
 
 
 def test_validation_set_is_never_read_and_the_holdout_comes_from_training(runner, tmp_path):

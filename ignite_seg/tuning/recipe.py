@@ -257,17 +257,27 @@ def _first_sweep(t: TuneRun) -> _Sweep:
     in a short sweep, and a longer one is what the error would tell the user to try."""
     b0 = t.s.initial_batch_size
     try:
-        return _lr_range_test(t, b0, "lr")
+        try:
+            return _lr_range_test(t, b0, "lr")
+        except LossDidNotImprove as exc:
+            plan, full = sweep_plan(t.s, t.n_fit, b0), sweep_plan(
+                dataclasses.replace(t.s, lr_sweep_max_examples=None), t.n_fit, b0)
+            if not plan.capped:
+                raise
+            why = (f"the sweep of {plan.iterations} iterations (capped by lr_sweep_max_examples="
+                   f"{t.s.lr_sweep_max_examples}) could not choose a range ({str(exc).split('. ')[0]}); this one ran "
+                   f"the full lr_sweep_len={t.s.lr_sweep_len:g} epochs ({full.iterations} iterations)")
+            logger.warning("LR range test: %s", why)
+            return _lr_range_test(t, b0, "lr", longer_after=why)
     except LossDidNotImprove as exc:
-        plan, full = sweep_plan(t.s, t.n_fit, b0), sweep_plan(dataclasses.replace(t.s, lr_sweep_max_examples=None),
-                                                              t.n_fit, b0)
-        if not plan.capped:
+        if t.s.optimizer != "sgd" or t.s.momentum > 0:
             raise
-        why = (f"the sweep of {plan.iterations} iterations (capped by lr_sweep_max_examples="
-               f"{t.s.lr_sweep_max_examples}) could not choose a range ({str(exc).split('. ')[0]}); this one ran "
-               f"the full lr_sweep_len={t.s.lr_sweep_len:g} epochs ({full.iterations} iterations)")
-        logger.warning("LR range test: %s", why)
-        return _lr_range_test(t, b0, "lr", longer_after=why)
+        raise LossDidNotImprove(
+            f"{exc} With plain SGD (no momentum), a deep network may not move at any learning rate (an 8-layer ReLU "
+            "MLP trained at chance at every peak from 0.03 to 1, bench/RESULTS.md, session 19): try an adaptive "
+            "optimizer or momentum, e.g. hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), "
+            "optimizer='adamw', weight_decay=0.01) or momentum=0.9."
+        ) from exc
 
 
 class _SweepKey(NamedTuple):
