@@ -316,7 +316,7 @@ def test_when_every_run_fell_a_cooler_recipe_that_reaches_their_best_is_taken_at
     assert "Every run's perf fell below its tolerance. The recipe at its learning rates / 3.16" in caption
     assert "the trials train it, the planned 15 epochs." in caption
     fig = plot_length(info)
-    assert "learning rates / 3.16 reached the runs' best" in fig.axes[0].get_title()
+    assert "learning rates / 3.16 ended above the runs' best" in fig.axes[0].get_title()
     assert sum("learning rates / 3.16" in str(line.get_label()) for line in fig.axes[0].get_lines()) == 2
     misc, line, schedule = _report_lines(tmp_path, got)
     assert "2 of the recipe at its learning rates / 3.16" in line and "15 epochs kept, learning rates / 3.16" in line

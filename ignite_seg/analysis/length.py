@@ -125,7 +125,7 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"held-out {PERF_LABELS.get(info.accuracy_style, 'perf')}")
     ax.set_xlim(0.5, info.epochs_planned + 0.5)
-    verdict = (f"the recipe at its learning rates / {info.cool_factor:.3g} reached the runs' best" if info.cool_won
+    verdict = (f"the recipe at its learning rates / {info.cool_factor:.3g} ended above the runs' best" if info.cool_won
                else f"the {info.epochs}-epoch schedule reached the runs' best" if info.short_won and info.short_against == "best"
                else f"the {info.epochs}-epoch schedule ended better" if info.short_won
                else f"cut {info.epochs_planned} -> {info.epochs} epochs" if info.cut else f"{info.epochs} epochs kept")

@@ -17,6 +17,7 @@ from ..storage.schemas import (
     BatchSweepFile,
     LRSweepFile,
     MiscFile,
+    MiscSteps,
     ScheduleStep,
 )
 from ._mpl import PERF_LABELS, fmt
@@ -164,11 +165,25 @@ def summary_info(
         versions=dict(run.versions), accuracy_style=run.accuracy_style,
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, trials),
-        lr_how=steps.schedule.lr_how if steps.schedule is not None else None,
+        lr_how=_lr_how(steps),
         lr_range=_tuned_range(steps.schedule),
         rising=rising_trials(throughtimes),
         peaked=peaked_trials(throughtimes),
     )
+
+
+def _lr_how(steps: MiscSteps) -> str | None:
+    """How the trials' learning rates were reached: the schedule's mapping of the tuned range, then any division by
+    the recipe check (its back-offs) or the length check (its cooler recipe), which the range alone does not show."""
+    if steps.schedule is None:
+        return None
+    how = [steps.schedule.lr_how] if steps.schedule.lr_how else []
+    g, length = steps.guard, steps.length
+    if g is not None and g.backoffs and g.backoff_factor:
+        how.append(f"then / {g.backoff_factor ** g.backoffs:.3g} by the recipe check ({g.backoffs} back-off(s))")
+    if length is not None and length.cool_won and length.cool_factor:
+        how.append(f"then / {length.cool_factor:.3g} by the length check (its runs fell from being too hot)")
+    return "; ".join(how) or None
 
 
 def _state_after_analysis(state: str) -> str:
