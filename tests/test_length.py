@@ -320,6 +320,11 @@ def test_when_every_run_fell_a_cooler_recipe_that_reaches_their_best_is_taken_at
     assert sum("learning rates / 3.16" in str(line.get_label()) for line in fig.axes[0].get_lines()) == 2
     misc, line, schedule = _report_lines(tmp_path, got)
     assert "2 of the recipe at its learning rates / 3.16" in line and "15 epochs kept, learning rates / 3.16" in line
+    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
+
+    md = render_markdown(summary_info({"hp_kind": "tuned"}, got.to_dict(), None, [], TunerFiles(misc=misc)))
+    lr_line = next(ln for ln in md.splitlines() if ln.startswith("- **learning rate**"))
+    assert "then / 3.16 by the length check (its runs fell from being too hot)" in lr_line  # not the range's own
 
 
 def test_a_cooler_recipe_must_reach_the_best_on_every_slice_before_the_shorter_is_compared(runner, monkeypatch,

@@ -175,9 +175,7 @@ def summary_info(
 def _lr_how(steps: MiscSteps) -> str | None:
     """How the trials' learning rates were reached: the schedule's mapping of the tuned range, then any division by
     the recipe check (its back-offs) or the length check (its cooler recipe), which the range alone does not show."""
-    if steps.schedule is None:
-        return None
-    how = [steps.schedule.lr_how] if steps.schedule.lr_how else []
+    how = [steps.schedule.lr_how] if steps.schedule is not None and steps.schedule.lr_how else []
     g, length = steps.guard, steps.length
     if g is not None and g.backoffs and g.backoff_factor:
         how.append(f"then / {g.backoff_factor ** g.backoffs:.3g} by the recipe check ({g.backoffs} back-off(s))")
