@@ -336,10 +336,11 @@ def test_a_cooler_recipe_must_reach_the_best_on_every_slice_before_the_shorter_i
                                     [[0.6, 0.66, 0.68, 0.7, 0.7]] * 2, cool=[COOL, [0.4, 0.5, 0.55, 0.6] + [0.62] * 11])
     assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("cool", 1)]]
     assert got.epochs == 10 and got.lr_end == hp.lr_end and g.cut and g.cool_won is False
-    assert "the recipe at its learning rates / 3.16 did not end above the runs' best by more than the tolerance on " \
-        "slice 2" in g.decided_by and "the trials train 10 epochs" in g.decided_by
+    assert "the recipe at its learning rates / 3.16 did not end above the runs' best by more than the tolerance and " \
+        "above the compressed schedule's end (where it ran beside) on slice 2" in g.decided_by
+    assert "the trials train 10 epochs" in g.decided_by
     caption = length_caption(length_info(json.loads((tmp_path / "hparams" / MISC_JSON).read_text())))
-    assert "it did not end above the runs' best by more than the tolerance on every slice. So the trials train 10 " \
+    assert "(and above the compressed schedule's end where it ran beside) on every slice. So the trials train 10 " \
         "epochs" in caption
     misc, line, schedule = _report_lines(tmp_path, got)
     assert "2 of the recipe at its learning rates / 3.16" in line and "15 -> 10 epochs" in line
@@ -350,6 +351,12 @@ def test_a_cooler_recipe_must_reach_the_best_on_every_slice_before_the_shorter_i
                                     [[0.6, 0.66, 0.68, 0.7, 0.7]] * 2, cool=[near, near])
     assert got.epochs == 10 and g.cool_won is False and calls == [[0, ("short", 0)], [1], [("cool", 0)]]
     assert "(0.8 against 0.7867 (tolerance 0.0557))" in g.decided_by
+    # dicts' SGD recipe (session 19): above the runs' best by more than the tolerance, but below the compressed
+    # schedule's end on the same slice (0.703 against 0.737; val: cooler 0.677, the cut 0.693): the shorter decides
+    hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path / "c", [LATE_FALL, LATE_FALL],
+                                    [[0.6, 0.7, 0.8, 0.88, 0.9]] * 2, cool=[COOL, COOL])
+    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("short", 1)]]
+    assert g.cool_won is False and g.short_won and got == short_schedule(hp, 1 / 3, 5)
 
 
 def test_length_short_0_compares_no_shorter_schedule(runner, monkeypatch, tmp_path):

@@ -159,9 +159,11 @@ def length_caption(info: LengthInfo) -> str:
         cool = "" if not info.cool_perfs else (
             f" The recipe at its learning rates / {info.cool_factor:.3g} (dotted, triangles; open triangle: its end) "
             f"trained the planned {info.epochs_planned} epochs on the same slice{'s' if len(info.cool_perfs) > 1 else ''}"
-            + (": it ended above the runs' best by more than the tolerance on every slice, so the runs fell from being "
-               f"too hot rather than too long, and the trials train it, the planned {info.epochs} epochs." if info.cool_won
-               else "; it did not end above the runs' best by more than the tolerance on every slice."))
+            + (": it ended above the runs' best by more than the tolerance (and above the compressed schedule's end "
+               "where it ran beside) on every slice, so the runs fell from being too hot rather than too long, and the "
+               f"trials train it, the planned {info.epochs} epochs." if info.cool_won
+               else "; it did not end above the runs' best by more than the tolerance (and above the compressed "
+                    "schedule's end where it ran beside) on every slice."))
         if info.cool_won:
             return head + f"{who}.{cool}"
         if info.short_won:
