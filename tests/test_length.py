@@ -301,7 +301,8 @@ def test_when_every_run_fell_a_cooler_recipe_that_reaches_their_best_is_taken_at
     # trials diverged in 3 of 12; at a third of the learning rate it trained every one, and better
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [HOT, HOT], [[0.6, 0.7, 0.72, 0.74, 0.76]] * 2,
                                     cool=[COOL, COOL])
-    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("cool", 1)]]  # the second only once the first reached
+    # the second only once the first favoured it, beside the shorter schedule on its slice (compared with both)
+    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("cool", 1), ("short", 1)]]
     assert got == cooled(hp) and got.epochs == 15 and got.lr_end == pytest.approx(hp.lr_end / 10**0.5)
     assert (got.schedule, got.warmup_epochs, got.batch_size) == (hp.schedule, hp.warmup_epochs, hp.batch_size)
     assert g.cool_won and not g.cut and g.epochs == 15 and g.cool_factor == pytest.approx(10**0.5)
@@ -334,7 +335,7 @@ def test_a_cooler_recipe_must_reach_the_best_on_every_slice_before_the_shorter_i
     # it reached on slice 1, not on slice 2: the cut (and its shorter rival) decide as before
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [LATE_FALL, LATE_FALL],
                                     [[0.6, 0.66, 0.68, 0.7, 0.7]] * 2, cool=[COOL, [0.4, 0.5, 0.55, 0.6] + [0.62] * 11])
-    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("cool", 1)]]
+    assert calls == [[0, ("short", 0)], [1], [("cool", 0)], [("cool", 1), ("short", 1)]]
     assert got.epochs == 10 and got.lr_end == hp.lr_end and g.cut and g.cool_won is False
     assert "the recipe at its learning rates / 3.16 did not end above the runs' best by more than the tolerance and " \
         "above the compressed schedule's end (where it ran beside) on slice 2" in g.decided_by

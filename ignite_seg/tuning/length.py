@@ -55,10 +55,10 @@ SGD recipe, peak 1-1.8 from a sweep that diverged at 2-5, whose runs fell near t
 trials diverged in 3 of 12; the same recipe at a third of the learning rate trained every one, better). Cutting the
 epochs does not cool such a recipe (a shorter cycle reaches the same peak). So when every run fell, the cut has a
 first rival: the recipe with both learning rates divided by :data:`COOL_FACTOR` (the recipe check's back-off) at the
-planned epochs, run on each fall-rule slice in turn, each only after the ones before favoured it; it is taken when it
-ended above the run's best by more than the tolerance on every slice, and above the shorter schedule's end where that
-ran on the same slice (:func:`beat_best`): better than the hot recipe ever was, by as much as the fall rule asks of
-a fall, and better than the other choice measured there. Within the tolerance is not enough: on digits with 30% of
+planned epochs, run on each fall-rule slice in turn beside the shorter schedule, each slice only after the ones before
+favoured it; it is taken when it ended above the run's best by more than the tolerance on every slice, and above the
+shorter schedule's end on that slice (:func:`beat_best`): better than the hot recipe ever was, by as much as the fall
+rule asks of a fall, and better than the other choice measured there. Within the tolerance is not enough: on digits with 30% of
 the training labels flipped, whose runs truly overfit (peaks after 2-3 epochs), the cooler recipe ended 0.001 and
 0.008 above the runs' best on its noisy slices and trained 0.885 on val over the planned 23 epochs, where the cut to 5
 trained 0.937; the autoencoder's cooler recipe ended 0.046 and 0.065 above (tolerances 0.013, 0.014). And on a
@@ -232,7 +232,8 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
     elif epochs < hp.epochs and len(runs.judged) == s.length_runs:
         # every run fell: too hot rather than too long? the cooler recipe is taken when it ends clearly above their
         # best at the planned epochs; else the shorter when it reaches that best in fewer epochs than the cut
-        cool = runs.rival_pairs("cool", s.length_runs, lambda k, full, r: beat_best(full, r, runs.short_on(k)))
+        cool = runs.rival_pairs("cool", s.length_runs, lambda k, full, r: beat_best(full, r, runs.short_on(k)),
+                                beside=("short",))
         cool_won = len(cool) == s.length_runs and all(p.better for p in cool)
         why += "; " + cool_verdict(cool, hp.epochs, cool_won)
         if not cool_won and short is not None and short.epochs < epochs:
@@ -279,20 +280,21 @@ class _LengthRuns:
         """The full-length runs, one after the other until one did not fall; the first beside the shorter schedule
         (most tasks need no second run, and the second worker would idle). The epochs by :func:`combine`."""
         for k in range(self.t.s.length_runs):  # the trials are cut only when every run fell: one that did not settles it
-            self.run(k, "short" if "short" in self.rivals and k == 0 else None)
+            self.run(k, *(("short",) if "short" in self.rivals and k == 0 else ()))
             if self.judged and not self.judged[-1].cut:
                 break
         return combine(self.judged, self.hp.epochs)
 
     def rival_pairs(self, kind: str, slices: int,
-                    against_best: Callable[[int, LengthDecision, LengthResult], ShortPair] | None) -> list[ShortPair]:
+                    against_best: Callable[[int, LengthDecision, LengthResult], ShortPair] | None,
+                    beside: tuple[str, ...] = ()) -> list[ShortPair]:
         """The first ``slices`` slices' runs of rival ``kind`` against their full runs, slice after slice while the
         rival wins: their ends (:func:`compare_ends`), or (every full run fell, each is usable) the run's best by
-        ``against_best(k, verdict, rival run)`` (:func:`reach_best`, :func:`beat_best`). A pair is made only when
-        the slices before favoured the rival."""
+        ``against_best(k, verdict, rival run)`` (:func:`reach_best`, :func:`beat_best`), with the rivals ``beside``
+        run on the same slice first (side by side). A pair is made only when the slices before favoured the rival."""
         pairs: list[ShortPair] = []
         for k in range(slices):
-            self.run(k, kind)
+            self.run(k, kind, *(b for b in beside if b in self.rivals))
             done = self.rival_done[kind][k]
             pairs.append(compare_ends(self.ordered[k], done) if against_best is None
                          else against_best(k, self.judged[k], done))
@@ -305,25 +307,26 @@ class _LengthRuns:
         shorts = self.rival_done.get("short", [])
         return shorts[k] if k < len(shorts) else None
 
-    def run(self, k: int, rival: str | None) -> None:
-        """Full run ``k`` and, with ``rival``, that rival on its slice: those not run yet, side by side (on two workers
-        where there are two)."""
-        full = k == len(self.ordered)
-        extra = rival is not None and k == len(self.rival_done[rival])
-        todo = ([self.tasks[k]] if full else []) + ([self.rivals[rival][k]] if rival is not None and extra else [])
+    def run(self, k: int, *rivals: str) -> None:
+        """Full run ``k`` and the ``rivals`` on its slice: those not run yet, side by side (on two workers where
+        there are two)."""
+        todo: list[tuple[LengthTask, str | None]] = [(self.tasks[k], None)] if k == len(self.ordered) else []
+        extra = [kind for kind in rivals if k == len(self.rival_done[kind])]
+        todo += [(self.rivals[kind][k], kind) for kind in extra]
         if not todo:
             return
-        words = {"short": "its shorter schedule", "cool": "its cooler recipe"}.get(rival or "", "")
-        what = f" and {words}" if full and extra else f", {words}" if extra else ""
-        done = run_tasks(self.t, run_length, todo, f"tune: length check (run {k + 1} of up to {len(self.tasks)}{what})",
-                         "length", lambda task, err: LengthResult(task.key, "failed", error=err))
-        for task in todo:
-            r, is_full = done[task.key], task is self.tasks[k]
-            (self.ordered if is_full else self.rival_done[str(rival)]).append(r)
+        words = " and ".join({"short": "its shorter schedule", "cool": "its cooler recipe"}[kind] for kind in extra)
+        what = f" and {words}" if len(todo) > len(extra) and extra else f", {words}" if extra else ""
+        done = run_tasks(self.t, run_length, [task for task, _ in todo],
+                         f"tune: length check (run {k + 1} of up to {len(self.tasks)}{what})", "length",
+                         lambda task, err: LengthResult(task.key, "failed", error=err))
+        for task, kind in todo:
+            r = done[task.key]
+            (self.ordered if kind is None else self.rival_done[kind]).append(r)
             if r.status not in ("completed", "stopped") or not r.epochs:
-                logger.warning("length check %s %d %s: %s", "run" if is_full else f"{rival} run", k + 1, r.status,
+                logger.warning("length check %s %d %s: %s", "run" if kind is None else f"{kind} run", k + 1, r.status,
                                last_line(r.error) if r.error else "its held-out perf became non-finite")
-            elif is_full:
+            elif kind is None:
                 s = self.t.s
                 self.judged.append(judge_length(r.arrays["perfs"], self.hp.epochs, s.min_epochs, s.length_tol,
                                                 r.abs_tol))
