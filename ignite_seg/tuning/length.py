@@ -75,16 +75,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
 from ..engine.length_run import LengthResult, LengthTask, run_length
-from ..smoothing import smooth_epochs
 from ..storage.schemas import LengthStep
 from .context import TuneRun, derive_seed, last_line, run_tasks
 from .guard import GUARD_BACKOFF
+from .length_verdicts import (
+    LengthDecision,
+    ShortPair,
+    beat_best,
+    combine,
+    compare_ends,
+    cool_verdict,
+    judge_length,
+    reach_best,
+    short_verdict,
+)
 
 __all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "COOL_FACTOR", "LengthDecision", "judge_length", "stop_patience",
            "length_slices", "short_schedule", "cooled", "check_length", "combine", "ShortPair", "compare_ends",
@@ -102,52 +112,6 @@ STOP_PATIENCE_MIN = 3
 #: When every run fell, the cut's first rival is the recipe with both learning rates divided by this (half a decade,
 #: the recipe check's back-off) at the planned epochs.
 COOL_FACTOR = GUARD_BACKOFF
-
-
-class LengthDecision(NamedTuple):
-    """What one length run's held-out perf curve says about the trials' length."""
-
-    #: the epochs the trials train (``epochs`` when the check keeps them)
-    epochs: int
-    cut: bool
-    #: 1-based epoch of the smoothed curve's best, its value, the value at the end, the tolerance
-    best_epoch: int
-    best: float
-    end: float
-    tol: float
-    reason: str
-
-
-def judge_length(perfs: Sequence[float], epochs: int, min_epochs: int, rel_tol: float, abs_tol: float = 0.0
-                 ) -> LengthDecision:
-    """The trials' epochs from a held-out perf curve measured after each epoch (higher is better).
-
-    The curve is smoothed (:func:`~ignite_seg.smoothing.smooth_epochs`); the tolerance is
-    ``rel_tol * |best| + abs_tol``. When the end lies more than that below the best, the trials train
-    to the best epoch (within ``[min_epochs, epochs]``); else ``epochs``.
-
-    Example:
-        >>> rise_fall = [0.5, 0.6, 0.7, 0.71, 0.7, 0.69, 0.6, 0.55, 0.5, 0.5]
-        >>> judge_length(rise_fall, epochs=10, min_epochs=2, rel_tol=0.02).epochs  # best 0.703 after epoch 4
-        4
-        >>> judge_length([0.5, 0.6, 0.7, 0.71, 0.71, 0.72], epochs=6, min_epochs=2, rel_tol=0.02).cut
-        False
-    """
-    y = np.asarray(perfs, dtype=np.float64)
-    sm = smooth_epochs(y)
-    k = int(np.argmax(sm))
-    best, end = float(sm[k]), float(sm[-1])
-    tol = rel_tol * abs(best) + abs_tol
-    where = f"best {best:.4g} after epoch {k + 1}, {end:.4g} after epoch {y.size} (tolerance {tol:.3g})"
-    if best - end <= tol:
-        return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf ends within the tolerance of its "
-                              f"best: {where}; the {epochs} epochs stand")
-    cut = int(min(epochs, max(min_epochs, k + 1)))
-    if cut >= epochs:
-        return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf fell, but its best came after the "
-                              f"first {epochs - 1} epochs: {where}; the {epochs} epochs stand")
-    return LengthDecision(cut, True, k + 1, best, end, tol, f"held-out perf fell from its best: {where}; the trials "
-                          f"train {cut} epochs (to its best{', at least min_epochs' if cut > k + 1 else ''})")
 
 
 def stop_patience(epochs: int) -> int:
@@ -235,7 +199,7 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
         cool = runs.rival_pairs("cool", s.length_runs, lambda k, full, r: beat_best(full, r, runs.short_on(k)),
                                 beside=("short",))
         cool_won = len(cool) == s.length_runs and all(p.better for p in cool)
-        why += "; " + cool_verdict(cool, hp.epochs, cool_won)
+        why += "; " + cool_verdict(cool, hp.epochs, cool_won, COOL_FACTOR)
         if not cool_won and short is not None and short.epochs < epochs:
             pairs, against = runs.rival_pairs("short", s.length_runs, lambda k, full, r: reach_best(full, r)), "best"
             won = len(pairs) == s.length_runs and all(p.better for p in pairs)
@@ -351,132 +315,3 @@ class _LengthRuns:
             cool_status=[r.status for r in cools] if cools else None, cool_won=cool_won,
             lr_start=self.cool_hp.lr_start if cool_won else None, lr_end=self.cool_hp.lr_end if cool_won else None,
         )
-
-
-class ShortPair(NamedTuple):
-    """One slice's comparison: the full schedule's end (the mean of its last two epochs; its best where every run
-    fell), the shorter schedule's end, the tolerance (0 for ends: any margin counts); ``better``: the slice favours
-    the shorter schedule."""
-
-    full: float
-    short: float
-    tol: float
-    better: bool
-
-
-def compare_ends(full: LengthResult, short: LengthResult) -> ShortPair:
-    """Whether the shorter schedule ended above a full-length run on the same slice: each one's end on the 3-epoch
-    mean the fall rule reads (:func:`~ignite_seg.smoothing.smooth_epochs`: the mean of its last two epochs; one epoch
-    alone is one noisy measurement). A tie does not favour it; a run that failed never wins. One slice's sign, for
-    the sign test over slices (the module doc).
-
-    Example:
-        >>> ran = lambda *p: LengthResult(0, "completed", {"perfs": np.array(p)}, len(p))
-        >>> compare_ends(ran(0.7, 0.76, 0.75), ran(0.74, 0.76, 0.76))
-        ShortPair(full=0.755, short=0.76, tol=0.0, better=True)
-        >>> compare_ends(ran(0.7, 0.76, 0.75), ran(0.74, 0.7, 0.8)).better  # 0.75: one good last epoch is not enough
-        False
-    """
-    usable = [r.status in ("completed", "stopped") and r.epochs for r in (full, short)]
-    if not all(usable):
-        return ShortPair(math.nan, math.nan, 0.0, False)
-    a, b = (float(smooth_epochs(np.asarray(r.arrays["perfs"]))[-1]) for r in (full, short))
-    return ShortPair(a, b, 0.0, bool(math.isfinite(a) and math.isfinite(b) and b > a))
-
-
-def reach_best(full: LengthDecision, short: LengthResult) -> ShortPair:
-    """Whether the shorter schedule on a slice ended within the tolerance of the best that slice's full run reached
-    before its perf fell (``full``: its verdict; ends on the same 3-epoch mean). A run that failed never wins.
-
-    Example:
-        >>> fell = LengthDecision(10, True, 10, 0.82, 0.75, 0.026, "fell")
-        >>> reach_best(fell, LengthResult(0, "completed", {"perfs": np.array([0.7, 0.8, 0.81])}, 3))
-        ShortPair(full=0.82, short=0.805, tol=0.026, better=True)
-    """
-    if short.status not in ("completed", "stopped") or not short.epochs:
-        return ShortPair(full.best, math.nan, full.tol, False)
-    b = float(smooth_epochs(np.asarray(short.arrays["perfs"]))[-1])
-    return ShortPair(full.best, b, full.tol, bool(math.isfinite(b) and b >= full.best - full.tol))
-
-
-def beat_best(full: LengthDecision, rival: LengthResult, short: LengthResult | None = None) -> ShortPair:
-    """Whether a rival run on a slice ended above the best that slice's full run reached before its perf fell by more
-    than the run's tolerance, and above the shorter schedule's end on the same slice where one ran (``short``; the
-    trials' other choices where every run fell: the cut, whose proxy is that best, and the shorter schedule); ends on
-    the same 3-epoch mean. Better than the full recipe ever was, by as much as a fall must be. A run that failed
-    never wins; a failed shorter run does not count.
-
-    Example:
-        >>> fell = LengthDecision(10, True, 10, 0.82, 0.75, 0.026, "fell")
-        >>> ran = lambda *p: LengthResult(0, "completed", {"perfs": np.array(p)}, len(p))
-        >>> beat_best(fell, ran(0.7, 0.8, 0.85, 0.86)).better, beat_best(fell, ran(0.7, 0.8, 0.83, 0.84)).better
-        (True, False)
-        >>> beat_best(fell, ran(0.7, 0.8, 0.85, 0.86), short=ran(0.8, 0.86, 0.87)).better  # the shorter ended higher
-        False
-    """
-    if rival.status not in ("completed", "stopped") or not rival.epochs:
-        return ShortPair(full.best, math.nan, full.tol, False)
-    b = float(smooth_epochs(np.asarray(rival.arrays["perfs"]))[-1])
-    above_short = True
-    if short is not None and short.status in ("completed", "stopped") and short.epochs:
-        above_short = b > float(smooth_epochs(np.asarray(short.arrays["perfs"]))[-1])
-    return ShortPair(full.best, b, full.tol, bool(math.isfinite(b) and b > full.best + full.tol and above_short))
-
-
-def short_verdict(pairs: Sequence[ShortPair], against: str, epochs: int, short_epochs: int, won: bool) -> str:
-    """The shorter schedule's comparison in words: against the full schedule's ``epochs`` (``against="end"``) or the
-    runs' best, where every run fell and the cut is ``epochs`` (``"best"``)."""
-    if not pairs:
-        return f"the recipe compressed to {short_epochs} epochs could not be compared"
-    ends = ", ".join(f"{p.short:.4g} against {p.full:.4g}" + (f" (tolerance {p.tol:.3g})" if against == "best" else "")
-                     for p in pairs)
-    than = (f"above the full {epochs}-epoch schedule" if against == "end" else "within the tolerance of the runs' best")
-    if won:
-        return (f"{'yet ' if against == 'end' else ''}the recipe compressed to {short_epochs} epochs ended {than} on "
-                f"every one of {len(pairs)} slice{'s' if len(pairs) > 1 else ''} ({ends}): the trials train "
-                f"{short_epochs} epochs {'instead' if against == 'end' else f'rather than the {epochs} of the cut'}, "
-                "their cycles and warmup compressed in proportion")
-    return (f"the recipe compressed to {short_epochs} epochs did not end {than} on slice {len(pairs)} ({ends}), so it "
-            "is not taken")
-
-
-def cool_verdict(pairs: Sequence[ShortPair], epochs: int, won: bool, factor: float = COOL_FACTOR) -> str:
-    """The cooler recipe's comparison with the runs' best, in words (every run fell)."""
-    if not pairs:
-        return f"the recipe at its learning rates / {factor:.3g} could not be compared"
-    ends = ", ".join(f"{p.short:.4g} against {p.full:.4g} (tolerance {p.tol:.3g})" for p in pairs)
-    if won:
-        return (f"yet the recipe at its learning rates / {factor:.3g} ended above the runs' best by more than the "
-                f"tolerance (and above the compressed schedule's end where it ran beside) after the planned {epochs} "
-                f"epochs on every one of {len(pairs)} slice{'s' if len(pairs) > 1 else ''} ({ends}): too hot rather "
-                f"than too long, so the trials train it, the planned {epochs} epochs")
-    return (f"the recipe at its learning rates / {factor:.3g} did not end above the runs' best by more than the "
-            f"tolerance and above the compressed schedule's end (where it ran beside) on slice {len(pairs)} ({ends}), "
-            "so it is not taken")
-
-
-def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
-    """The trials' epochs from each usable run's decision, and why: cut only when every run's perf fell
-    (independent replications agree), to the latest of their best epochs; else ``epochs``.
-
-    Example:
-        >>> fell = LengthDecision(20, True, 15, 0.7, 0.6, 0.014, "fell")
-        >>> kept = LengthDecision(100, False, 90, 0.7, 0.7, 0.014, "kept")
-        >>> combine([fell, fell._replace(epochs=30)], 100)[0], combine([fell, kept], 100)[0]
-        (30, 100)
-    """
-    if not judged:
-        return epochs, f"no length run finished; the trials train the planned {epochs} epochs"
-    fell = [d for d in judged if d.cut]
-    ends = ", ".join(f"best {d.best:.4g} after epoch {d.best_epoch}, {d.end:.4g} at the end" for d in judged)
-    if not fell:
-        return epochs, (f"the held-out perf did not fall by more than the tolerance ({ends}); the {epochs} epochs "
-                        "stand")
-    if len(fell) < len(judged):
-        return epochs, (f"the held-out perf fell in {len(fell)} of {len(judged)} runs, not in every one ({ends}); "
-                        f"the {epochs} epochs stand")
-    cut = max(d.epochs for d in judged)
-    floor = " (at least min_epochs)" if cut > max(d.best_epoch for d in judged) else ""
-    return cut, (f"the held-out perf fell from its best in every run ({ends}; tolerance "
-                 f"{', '.join(f'{d.tol:.3g}' for d in judged)}); the trials train {cut} epochs, the latest of the "
-                 f"runs' best epochs{floor}")
