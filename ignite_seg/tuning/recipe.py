@@ -255,20 +255,8 @@ def _first_sweep(t: TuneRun) -> _Sweep:
     loss did not improve enough to choose on is run once more at its full ``lr_sweep_len`` epochs: a
     model that needs many steps before its loss moves (ignite-simple's fashion_mnist CNN) shows no drop
     in a short sweep, and a longer one is what the error would tell the user to try."""
-    b0 = t.s.initial_batch_size
     try:
-        try:
-            return _lr_range_test(t, b0, "lr")
-        except LossDidNotImprove as exc:
-            plan, full = sweep_plan(t.s, t.n_fit, b0), sweep_plan(
-                dataclasses.replace(t.s, lr_sweep_max_examples=None), t.n_fit, b0)
-            if not plan.capped:
-                raise
-            why = (f"the sweep of {plan.iterations} iterations (capped by lr_sweep_max_examples="
-                   f"{t.s.lr_sweep_max_examples}) could not choose a range ({str(exc).split('. ')[0]}); this one ran "
-                   f"the full lr_sweep_len={t.s.lr_sweep_len:g} epochs ({full.iterations} iterations)")
-            logger.warning("LR range test: %s", why)
-            return _lr_range_test(t, b0, "lr", longer_after=why)
+        return _sweep_or_longer(t, t.s.initial_batch_size)
     except LossDidNotImprove as exc:
         if t.s.optimizer != "sgd" or t.s.momentum > 0:
             raise
@@ -278,6 +266,23 @@ def _first_sweep(t: TuneRun) -> _Sweep:
             "optimizer or momentum, e.g. hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), "
             "optimizer='adamw', weight_decay=0.01) or momentum=0.9."
         ) from exc
+
+
+def _sweep_or_longer(t: TuneRun, b0: int) -> _Sweep:
+    """The first sweep at batch size ``b0``, once more at its full ``lr_sweep_len`` epochs when it was capped and
+    could not choose."""
+    try:
+        return _lr_range_test(t, b0, "lr")
+    except LossDidNotImprove as exc:
+        plan, full = sweep_plan(t.s, t.n_fit, b0), sweep_plan(dataclasses.replace(t.s, lr_sweep_max_examples=None),
+                                                              t.n_fit, b0)
+        if not plan.capped:
+            raise
+        why = (f"the sweep of {plan.iterations} iterations (capped by lr_sweep_max_examples="
+               f"{t.s.lr_sweep_max_examples}) could not choose a range ({str(exc).split('. ')[0]}); this one ran "
+               f"the full lr_sweep_len={t.s.lr_sweep_len:g} epochs ({full.iterations} iterations)")
+        logger.warning("LR range test: %s", why)
+        return _lr_range_test(t, b0, "lr", longer_after=why)
 
 
 class _SweepKey(NamedTuple):
