@@ -159,7 +159,8 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        shorter; a recipe tuned hot suits a short schedule: a GRU's tuned peak at 15 epochs 0.77-0.81,
        compressed to 5 0.83-0.85). When every run fell, the recipe may be too hot rather than too long:
        the recipe with its learning rates divided by the recipe check's back-off (sqrt 10) at the planned
-       epochs is taken when it ends above each run's best by more than the tolerance; else the shorter
+       epochs is taken when it ends above each run's best by more than the tolerance and above the
+       shorter schedule's end on the same slice; else the shorter
        schedule is taken over the cut when it is shorter and ends within the tolerance of each run's best.
        ``length_runs=0`` skips the check, ``length_short=0`` the shorter schedule.
 

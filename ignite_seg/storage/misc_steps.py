@@ -230,7 +230,8 @@ class LengthStep(JsonSection):
     short_slices: int | None = optional()
     #: the cooler recipe, compared only when every run fell (the recipe with both learning rates divided by
     #: ``cool_factor`` at the planned epochs, run k on run k's slice): its runs' held-out perf after every epoch, how
-    #: each ended, and whether the trials train it (it ended within the tolerance of the run's best on every slice);
+    #: each ended, and whether the trials train it (it ended above the run's best by more than the tolerance, and
+    #: above the compressed schedule's end on the same slice, on every slice);
     #: ``None`` when not compared (and in folders made before it)
     cool_factor: float | None = optional()
     cool_perfs: list[list[float]] | None = optional()
