@@ -251,6 +251,14 @@ def test_when_every_full_run_fell_the_trials_are_cut_to_the_best_and_the_shorter
     assert got.epochs == 5 and got.warmup_epochs == hp.warmup_epochs  # cut to its best (at least min_epochs)
     # the cooler recipe ran on slice 1 and fell as the full runs did: not taken
     assert g.cut and not g.short_won and calls == [[0, ("short", 0)], [1], [("cool", 0)]] and g.cool_won is False
+    from ignite_seg.analysis.length import length_caption, length_info, plot_length
+
+    info = length_info(json.loads((tmp_path / "hparams" / MISC_JSON).read_text()))
+    caption = length_caption(info)  # the 5-epoch schedule is no shorter than the cut to 5: it was not compared
+    assert "It is not shorter than the cut, so it was not compared." in caption and "did not reach" not in caption
+    assert "compared with the run's best" not in caption
+    fig = plot_length(info)  # and no open circle marks a full run's end as compared (only its end-of-run markers)
+    assert not [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "o" and ln.get_markerfacecolor() == "white"]
     assert "fell from its best in every run" in g.decided_by and g.short_against is None  # 5 is not fewer than 5
 
 

@@ -106,7 +106,8 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
         if not p.size:
             continue
         color = COLORS["val"] if r == 0 else set_color(r - 1)
-        if r < len(info.perfs) and info.perfs[r].size and info.short_against == "end":  # compared with this end
+        compared_end = info.short_against == "end" and not (info.cut or info.cool_won)  # every run fell: not the end
+        if r < len(info.perfs) and info.perfs[r].size and compared_end:  # compared with this end
             ax.plot([info.perfs[r].size], [smooth_epochs(info.perfs[r])[-1]], "o", color=color, ms=8, mfc="white",
                     mew=1.5)
         ax.plot(np.arange(1, p.size + 1), p, color=color, lw=1.5, ls="--", marker="s", ms=3,
@@ -149,7 +150,8 @@ def length_caption(info: LengthInfo) -> str:
            else f"The perf fell below its tolerance in {fell} of the {runs} runs, not in every one" if fell
            else "No run's perf fell below its tolerance")
     n = len(info.short_perfs)
-    compared = ", compared with the run's best)." if all_fell else "; open circle: the full run's end, with which it is compared)."
+    compared = (")." if all_fell and info.short_epochs >= info.epochs else ", compared with the run's best)." if all_fell
+                else "; open circle: the full run's end, with which it is compared).")
     shorter = "" if not n else (
         f" Beside {'each run' if n > 1 else 'it'}, the recipe compressed to {info.short_epochs} epochs (its cycles "
         "and warmup in proportion) trained on the same slice (dashed, squares; open square: its end, the mean of "
@@ -170,9 +172,10 @@ def length_caption(info: LengthInfo) -> str:
             return head + (f"{who}.{cool}{shorter} It ended within the tolerance of the runs' best on every slice, so "
                            f"the trials train the compressed {info.epochs}-epoch schedule rather than the {latest} "
                            "epochs of the latest best.")
+        not_taken = (" It is not shorter than the cut, so it was not compared." if info.short_epochs >= info.epochs
+                     else " It did not reach the runs' best within the tolerance on every slice.")
         return head + (f"{who}{'.' + cool + ' So' if cool else ', so'} the trials train {info.epochs} epochs (dashed), "
-                       "the latest of the runs' best epochs (at least min_epochs)." + (
-                           shorter + " It did not reach the runs' best within the tolerance on every slice." if n else ""))
+                       "the latest of the runs' best epochs (at least min_epochs)." + (shorter + not_taken if n else ""))
     # a folder from before the sign test (no short_slices) was decided by a margin of the tolerance
     how = "" if info.short_slices else " by more than the tolerance"
     sign = " (a sign test: each slice is tried only after the ones before favoured it)" if info.short_slices else ""
