@@ -46,6 +46,19 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
 * ``logistic`` (session 19): a single ``nn.Linear`` (logistic regression) on ``make_classification`` (2,000 + 500
   items, 40 features, 2 classes, 10% labels flipped): a convex model.
 
+* ``outliers_l1`` (session 20, added to look for new failures, before any change): ``make_regression`` (2,000 + 500
+  items, 20 features, noise 10), target standardised, 5% of the training targets replaced by outliers of 5-15 sd;
+  ``L1Loss`` (its gradient does not shrink near the optimum); a ReLU MLP;
+* ``smooth_digits`` (session 20): scikit-learn's digits as 1x8x8 images (1,297 + 500), a small CNN without
+  normalisation, ``CrossEntropyLoss(label_smoothing=0.1)`` (the loss's floor is far above 0);
+* ``adding`` (session 20): the adding problem (sequences of 30 steps of (value, marker); the target is the sum of
+  the two marked values; 2,000 + 500), an LSTM, MSE;
+* ``bag_of_words`` (session 20): variable-length lists of token ids (no padding: an ``ignite_seg.Data`` whose
+  ``collate_fn`` concatenates them with offsets for ``nn.EmbeddingBag``); the label is whether the item holds more
+  "positive" tokens than "negative" ones among 200 (3,000 + 1,000, 5% flipped);
+* ``tabular_mixed`` (session 20): three categorical columns (10, 50 and 200 levels, carried as float codes) and 8
+  numeric ones; 3 classes from category effects plus a numeric rule (3,000 + 1,000); embeddings + an MLP.
+
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
 from __future__ import annotations
@@ -502,15 +515,173 @@ def logistic_model() -> nn.Module:
     return nn.Linear(40, 2)
 
 
-REGRESSION = ("diabetes", "friedman", "raw_diabetes", "sparse_regression", "autoencoder")
-LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}}
+def outliers_l1_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_regression
+
+    x, y = make_regression(n_samples=2500, n_features=20, n_informative=10, noise=10.0, random_state=51)
+    xt, yt, xv, yv = _split(x, y, 500, 52)
+    mu, sd = yt.mean(), yt.std()
+    yt, yv = (yt - mu) / sd, (yv - mu) / sd
+    g = np.random.default_rng(53)
+    bad = g.random(len(yt)) < 0.05
+    yt = np.where(bad, g.choice([-1.0, 1.0], len(yt)) * g.uniform(5, 15, len(yt)), yt)
+    return (TensorDataset(torch.tensor(xt, dtype=torch.float32), torch.tensor(yt, dtype=torch.float32)[:, None]),
+            TensorDataset(torch.tensor(xv, dtype=torch.float32), torch.tensor(yv, dtype=torch.float32)[:, None]))
+
+
+def outliers_l1_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+
+
+def smooth_digits_dataset() -> tuple[TensorDataset, TensorDataset]:
+    x, y = _digits()
+    order = np.random.default_rng(54).permutation(len(x))
+    images = torch.tensor(x.reshape(-1, 1, 8, 8) / 16.0, dtype=torch.float32)
+    labels = torch.tensor(y)
+    return (TensorDataset(images[order[500:]], labels[order[500:]]),
+            TensorDataset(images[order[:500]], labels[order[:500]]))
+
+
+def smooth_digits_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def _adding(n: int, seed: int, steps: int = 30) -> TensorDataset:
+    g = np.random.default_rng(seed)
+    values = g.random((n, steps))
+    markers = np.zeros((n, steps))
+    for i in range(n):
+        markers[i, g.choice(steps, 2, replace=False)] = 1.0
+    x = np.stack([values, markers], axis=-1).astype(np.float32)
+    y = (values * markers).sum(1, keepdims=True).astype(np.float32)
+    return TensorDataset(torch.tensor(x), torch.tensor(y))
+
+
+def adding_dataset() -> tuple[TensorDataset, TensorDataset]:
+    return _adding(2000, 55), _adding(500, 56)
+
+
+class LastStateLSTM(nn.Module):
+    """An LSTM over the sequence, its last state through a linear head."""
+
+    def __init__(self, features: int = 2, hidden: int = 32, out: int = 1) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, (h, _) = self.lstm(x)
+        return self.head(h[-1])
+
+
+def adding_model() -> nn.Module:
+    return LastStateLSTM()
+
+
+class TokenBags(Dataset):
+    """``n`` lists of 5-40 token ids out of 200 (1-20 "positive", 21-40 "negative", the rest neutral); the label is
+    whether the positive ones outnumber the negative ones (ties redrawn), flipped on a ``flip`` fraction."""
+
+    def __init__(self, n: int, seed: int, flip: float = 0.0) -> None:
+        g = np.random.default_rng(seed)
+        self.items: list[list[int]] = []
+        labels = []
+        while len(self.items) < n:
+            tokens = g.integers(0, 200, int(g.integers(5, 41)))
+            pos, neg = int(((tokens >= 1) & (tokens <= 20)).sum()), int(((tokens >= 21) & (tokens <= 40)).sum())
+            if pos == neg:
+                continue
+            self.items.append(tokens.tolist())
+            labels.append(int(pos > neg))
+        y = np.array(labels)
+        flipped = g.random(n) < flip
+        y[flipped] = 1 - y[flipped]
+        self.y = y.tolist()
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[list[int], int]:
+        return self.items[i], self.y[i]
+
+
+def bag_collate(items: list[tuple[list[int], int]]) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Token lists concatenated, with each list's offset (``nn.EmbeddingBag``'s input), and the labels."""
+    lengths = torch.tensor([len(tokens) for tokens, _ in items])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)[:-1]])
+    tokens = torch.tensor([t for toks, _ in items for t in toks], dtype=torch.long)
+    return (tokens, offsets), torch.tensor([label for _, label in items])
+
+
+class BagClassifier(nn.Module):
+    def __init__(self, vocab: int = 200, d: int = 32, classes: int = 2) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(vocab, d, mode="mean")
+        self.head = nn.Sequential(nn.ReLU(), nn.Linear(d, classes))
+
+    def forward(self, x: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        tokens, offsets = x
+        return self.head(self.bag(tokens, offsets))
+
+
+def bag_of_words_dataset() -> Any:
+    from ignite_seg import Data
+
+    return Data(TokenBags(3000, 57, flip=0.05), TokenBags(1000, 58), collate_fn=bag_collate)
+
+
+def bag_of_words_model() -> nn.Module:
+    return BagClassifier()
+
+
+def tabular_mixed_dataset() -> tuple[TensorDataset, TensorDataset]:
+    g = np.random.default_rng(59)
+    n = 4000
+    levels = (10, 50, 200)
+    cats = np.stack([g.integers(0, k, n) for k in levels], axis=1)
+    effects = [g.normal(0, 1, (k, 3)) for k in levels]
+    num = g.normal(0, 1, (n, 8))
+    logits = sum(e[cats[:, j]] for j, e in enumerate(effects)) + num[:, :3] * np.array([1.5, -1.0, 0.8])
+    logits[:, 0] += np.sin(2 * num[:, 3])
+    y = np.argmax(logits + g.gumbel(size=logits.shape), axis=1)
+    x = np.concatenate([cats.astype(np.float32), num.astype(np.float32)], axis=1)
+    xt, yt, xv, yv = x[1000:], y[1000:], x[:1000], y[:1000]
+    return (TensorDataset(torch.tensor(xt), torch.tensor(yt)), TensorDataset(torch.tensor(xv), torch.tensor(yv)))
+
+
+class MixedTabular(nn.Module):
+    """Embeddings for the three categorical columns (float codes), concatenated with the numeric ones, an MLP."""
+
+    def __init__(self, levels: tuple[int, ...] = (10, 50, 200), dims: tuple[int, ...] = (4, 8, 16), numeric: int = 8,
+                 classes: int = 3) -> None:
+        super().__init__()
+        self.embeds = nn.ModuleList(nn.Embedding(k, d) for k, d in zip(levels, dims))
+        self.mlp = nn.Sequential(nn.Linear(sum(dims) + numeric, 64), nn.ReLU(), nn.Dropout(0.1), nn.Linear(64, 64),
+                                 nn.ReLU(), nn.Linear(64, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = len(self.embeds)
+        codes = x[:, :k].long()
+        parts = [e(codes[:, j]) for j, e in enumerate(self.embeds)]
+        return self.mlp(torch.cat([*parts, x[:, k:]], dim=1))
+
+
+def tabular_mixed_model() -> nn.Module:
+    return MixedTabular()
+
+
+REGRESSION = ("diabetes", "friedman", "raw_diabetes", "sparse_regression", "autoencoder", "outliers_l1", "adding")
+LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}, "outliers_l1": "L1Loss"}
+LOSS_KWARGS = {"smooth_digits": {"label_smoothing": 0.1}}
 STYLES = {"tags": "multiclass", **{name: "inv-loss" for name in REGRESSION}}
 UNSEEN_TASKS = {
     name: {"model": ("bench.tq_unseen_tasks", f"{name}_model", (), {}),
            "dataset": ("bench.tq_unseen_tasks", f"{name}_dataset", (), {}),
-           "loss": ("torch.nn", LOSSES.get(name, "CrossEntropyLoss"), (), {}),
+           "loss": ("torch.nn", LOSSES.get(name, "CrossEntropyLoss"), (), LOSS_KWARGS.get(name, {})),
            "style": STYLES.get(name, "classification")}
     for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare",
                  "raw_diabetes", "tags", "many_classes", "gru", "hastie", "sparse_regression", "waves",
-                 "noisy_labels", "deep_plain", "res_digits", "autoencoder", "logistic")
+                 "noisy_labels", "deep_plain", "res_digits", "autoencoder", "logistic", "outliers_l1", "smooth_digits",
+                 "adding", "bag_of_words", "tabular_mixed")
 }
