@@ -42,6 +42,7 @@ from ..config.hyperparameters import FixedHyperparameters, TrainingOptions
 from ..config.specs import LoaderSpec
 from ..smoothing import DivergenceMonitor
 from .batching import Batches, BatchSource, PrepareBatch
+from .constant_output import constant_output_loss
 from .handlers import CurveRecorder, DivergenceStop, output_loss, report_steps
 from .noise_trainer import GradNorms, NoiseSampling, NoiseTrainer, create_noise_trainer
 from .scoring import AccuracyStyle, Scorer
@@ -126,6 +127,9 @@ class LRSweepResult:
     prepare_seconds: float = 0.0
     examples: int = 0
     error: str | None = None
+    #: the held-out slice's loss under the best constant output (:mod:`~ignite_seg.engine.constant_output`), NaN:
+    #: not measurable for this model and loss
+    constant_loss: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -365,6 +369,7 @@ def run_lr_sweep(task: LRSweepTask) -> LRSweepResult:
     with recorded(result) as t0:
         prep = _prepare(task.recipe, task.init_seed, task.device_index)
         result.prepare_seconds = time.perf_counter() - t0
+        result.constant_loss = constant_output_loss(prep.model, prep.holdout, prep.loss_fn)  # no RNG drawn
         optimizer = _make_optimizer(task.recipe, prep.model, task.lr_start)
         engine = create_noise_trainer(prep.model, optimizer, prep.loss_fn, prep.device,
                                       NoiseSampling(task.noise_chunks, task.noise_every), prep.prepare_batch,

@@ -1,0 +1,74 @@
+"""The loss of the best constant output: what a network that learned nothing from its inputs scores.
+
+A sweep's loss can fall steeply and then lie flat for decades: the network learned the offset of its
+output (the targets' mean under MSE, the class shares under cross-entropy) and nothing yet from its
+inputs. Whether a floor is that trivial one cannot be read off the held-out perf when the perf is a
+function of the loss (a regression's ``inv-loss``: predicting the mean raises it), so the sweep measures
+the trivial level itself: :func:`constant_output_loss` fits one output, the same for every item, to the
+held-out slice under the user's loss, and reports its loss there. The rule that reads it is
+:func:`~ignite_seg.tuning.lr_plateau.find_plateau`.
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> x, y = torch.randn(64, 3), torch.arange(64.0)[:, None]
+    >>> round(constant_output_loss(nn.Linear(3, 1), [(x, y)], nn.MSELoss()), 1)  # the targets' variance
+    341.2
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+
+__all__ = ["constant_output_loss"]
+
+#: L-BFGS iterations for the constant (a handful of parameters: it converges in a few).
+CONSTANT_FIT_ITERS = 50
+
+
+def constant_output_loss(model: torch.nn.Module, batches: Sequence[tuple[Any, Any]],
+                         loss_fn: Callable[..., torch.Tensor]) -> float:
+    """The lowest mean ``loss_fn`` over ``batches`` (prepared ``(x, y)`` pairs) of one output shared by every item.
+
+    The model only gives the output's shape (one forward pass in eval mode, its mode restored). NaN when
+    that cannot be measured: the model returns something other than one floating tensor with items
+    along dimension 0, the items' outputs differ in shape, or the loss does not take such an output.
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            outputs = [model(x) for x, _ in batches]
+    finally:
+        model.train(was_training)
+    if not outputs or not all(isinstance(o, torch.Tensor) and o.is_floating_point() and o.dim() >= 1
+                              and o.shape[1:] == outputs[0].shape[1:] for o in outputs):
+        return math.nan
+    targets = [y for _, y in batches]
+    n = sum(len(o) for o in outputs)
+    start = torch.cat(outputs).detach().float().mean(0, keepdim=True)
+    constant = start.clone().requires_grad_(True)
+
+    def mean_loss() -> torch.Tensor:
+        total = torch.zeros(())
+        for o, y in zip(outputs, targets):
+            total = total + loss_fn(constant.expand_as(o).to(o.dtype), y).float() * len(o)
+        return total / n
+
+    optimizer = torch.optim.LBFGS([constant], max_iter=CONSTANT_FIT_ITERS, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = mean_loss()
+        loss.backward()
+        return loss
+
+    try:
+        optimizer.step(closure)
+        with torch.no_grad():
+            value = float(mean_loss())
+    except (RuntimeError, TypeError, ValueError):  # a loss that does not take a broadcast output
+        return math.nan
+    return value if math.isfinite(value) else math.nan
