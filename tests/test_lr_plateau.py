@@ -106,3 +106,63 @@ def test_find_plateau_needs_a_decade_and_a_finite_perf():
     nan_perf = np.full(x.size, 0.5)
     nan_perf[60] = np.nan  # on the floor
     assert find_plateau(x, loss, nan_perf, 5) is None
+
+
+def offset_curve(lrs: np.ndarray, x_div: float) -> np.ndarray:
+    """The adding problem's shape (an LSTM under MSE, bench/RESULTS.md session 20): the loss falls from 1.2 to 0.19,
+    just above the 0.167 of predicting the targets' mean, around lr 10**-3.3, lies flat on it for three decades,
+    then explodes at ``lr = 10**x_div`` with no rise before it."""
+    return with_divergence(lrs, logistic_curve(lrs, -3.3, 0.12, depth=1.01, top=1.2), x_div)
+
+
+def test_a_floor_at_the_best_constants_loss_is_trivial_though_the_perf_rose():
+    # a regression's inv-loss perf rises as the network learns the targets' mean, so the perf test cannot see that
+    # this floor is trivial; the best constant output's loss (0.167) can. The floor ends in the divergence (most
+    # repeats still run past the first one's): it ends at the first repeat's divergence, and the range is its top
+    lrs = geometric_lrs(1e-4, 10.0, 500)
+    rule = RangeRule(window=15, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
+    losses = np.stack([offset_curve(lrs, x_div) for x_div in (0.2, 0.5, 0.6, 0.7)])
+    perf = np.tile(1 / (1 + logistic_curve(lrs, -3.3, 0.12, depth=1.01, top=1.2)), (4, 1))  # rises 0.45 -> 0.84
+    old = choose_lr_range(lrs, losses, rule, perf_curves=perf)
+    assert old.plateau_lrs is None and old.lr_max < 10**-2.5  # the fall onto the floor (the settled rule's range)
+    c = choose_lr_range(lrs, losses, rule, perf_curves=perf, constant_loss=0.167)
+    assert c.plateau_lrs is not None and c.plateau_constant_loss == pytest.approx(0.167)
+    first_cut = float(np.nanmin(c.diverged_lr))
+    assert 10**0.1 < first_cut <= 10**0.25  # the early repeat's cut (its loss explodes past 10**0.2)
+    assert c.lr_max == pytest.approx(first_cut) and c.n_valid > np.searchsorted(lrs, first_cut)
+    assert math.log10(c.lr_min) == pytest.approx(math.log10(c.lr_max) - rule.plateau_span_decades, abs=1e-9)
+    assert math.log10(c.plateau_lrs[0]) == pytest.approx(-3.3 + 0.12 * math.log(9), abs=0.1)  # where the fall ends
+    assert c.settled_lr is None and not c.anchored_at_minimum and not c.hit_end
+    # without a perf (none measured), the constant alone decides
+    assert choose_lr_range(lrs, losses, rule, constant_loss=0.167).lr_max == pytest.approx(c.lr_max)
+
+
+def test_a_floor_well_below_the_constants_loss_is_not_trivial():
+    # the mnist case (a network that learned within the sweep): the loss sits at ~0, far below the 2.3 of the class
+    # shares; and a floor 3-20% below the constant's loss (a network that learned some of the signal): neither
+    # moves, whether the sweep diverged or not; 1% below is the constant's level (CONSTANT_TOL, 2%)
+    lrs = geometric_lrs(1e-4, 10.0, 500)
+    x = np.log10(lrs)
+    rule = RangeRule(window=15, diverge_th=2.0, regain=0.8, steep_frac=0.5, window_decades=1.0, min_span_decades=0.5)
+    learned = logistic_curve(lrs, -1.8, 0.2, depth=2.3, top=2.3) + 1e-3 * 10 ** (-x / 2)
+    old = choose_lr_range(lrs, learned[None, :], rule)
+    c = choose_lr_range(lrs, learned[None, :], rule, constant_loss=2.3)
+    assert c.plateau_lrs is None and (c.lr_min, c.lr_max) == (old.lr_min, old.lr_max) and c.settled_lr is not None
+    some = offset_curve(lrs, 0.2)[None, :]
+    old = choose_lr_range(lrs, some, rule)
+    for below in (0.2, 0.08, 0.03):  # the 90/10 class split's sweeps lay 8-13% below the shares' entropy
+        c = choose_lr_range(lrs, some, rule, constant_loss=0.19 / (1 - below))
+        assert c.plateau_lrs is None and (c.lr_min, c.lr_max) == (old.lr_min, old.lr_max)
+    assert choose_lr_range(lrs, some, rule, constant_loss=0.19 / (1 - 0.01)).plateau_lrs is not None
+
+
+def test_a_trivial_floor_that_runs_to_the_sweeps_end_is_left_to_the_settled_rule():
+    # nothing diverged: the sweep ended on the floor, so there is no top to move to (the rule needs a divergence)
+    lrs = geometric_lrs(1e-4, 1.0, 400)
+    flat = logistic_curve(lrs, -3.3, 0.12, depth=1.01, top=1.2)[None, :]
+    rule = RangeRule(window=9, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
+    c, old = choose_lr_range(lrs, flat, rule, constant_loss=0.167), choose_lr_range(lrs, flat, rule)
+    assert c.plateau_lrs is None and (c.lr_min, c.lr_max) == (old.lr_min, old.lr_max)
+    x = np.log10(lrs)
+    assert find_plateau(x, flat[0], None, 9, constant_loss=0.167) is None
+    assert find_plateau(x, flat[0], None, 9, constant_loss=0.167, x_diverged=-0.5).x_hi == -0.5

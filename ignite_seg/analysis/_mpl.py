@@ -64,7 +64,7 @@ def wide_log_axis(axis: Any, lo: float, hi: float) -> None:
         axis.set_minor_locator(NullLocator())
 
 
-def fmt(x: float, digits: int = 3) -> str:
+def fmt(x: float | None, digits: int = 3) -> str:
     """A short human number: 3 significant digits, no exponent for ordinary magnitudes."""
     if x is None or not np.isfinite(x):
         return "n/a"

@@ -64,9 +64,11 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
                    "made): the window was moved below there, where the slope still means something")
     if floor[0] is not None and floor[1] is not None:
         (lo, hi), (p0, p_on) = floor[0], floor[1]
-        out.append(f"the loss sat on a floor from lr {fmt(lo)} to {fmt(hi)} before diverging while the held-out perf "
-                   f"did not improve ({fmt(p0)} at the start, {fmt(p_on)} on the floor): the network learned only its "
-                   "offset there, so the range was moved to the floor's top (the plateau rule)")
+        constant = used.constant_loss if used is not None and used.plateau_at_constant else None
+        while_ = (f"at the held-out loss of the best constant output ({fmt(constant)})" if constant is not None else
+                  f"while the held-out perf did not improve ({fmt(p0)} at the start, {fmt(p_on)} on the floor)")
+        out.append(f"the loss sat on a floor from lr {fmt(lo)} to {fmt(hi)} before diverging {while_}: the network "
+                   "learned only its offset there, so the range was moved to the floor's top (the plateau rule)")
     if used is not None and used.anchored_at_loss_minimum:
         out.append("lr_max is the centre of the valley's bottom: the loss crept up past its minimum without "
                    "diverging, so the range ends at the minimum (located on the held-out loss)")

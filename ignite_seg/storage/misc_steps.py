@@ -51,7 +51,12 @@ class LRRangeStep(JsonSection):
     #: the plateau rule (None: it did not fire): ``[first, last]`` LR of the floor the loss sat on before
     #: diverging, the range moved to its top; the held-out perf at the sweep's start and its mean on the floor
     plateau_lr: list[float] | None = optional()
-    plateau_perf: list[float] | None = optional()
+    #: (an entry is None where the perf was not measured, when the floor was judged by the constant's loss)
+    plateau_perf: list[float | None] | None = optional()
+    #: the held-out slice's loss under the best constant output (session 20; None: not measurable, and older folders)
+    constant_loss: float | None = optional()
+    #: True when the plateau rule judged the floor trivial by ``constant_loss`` (None in older folders)
+    plateau_at_constant: bool | None = optional()
     rule: str | None = optional()
     noise_scale: float | None = optional()
     noise_scale_rule: str | None = optional()

@@ -169,8 +169,10 @@ class LRRangeChoice:
     #: ``(first, last)`` LR of the floor the loss sat on without the held-out perf improving, when the range
     #: was moved to its top (:mod:`~ignite_seg.tuning.lr_plateau`); None otherwise
     plateau_lrs: tuple[float, float] | None = None
-    #: the held-out perf at the sweep's start and its mean on that floor (None: the rule did not fire)
+    #: the held-out perf at the sweep's start and its mean on that floor (None: the rule did not fire; NaN: not measured)
     plateau_perfs: tuple[float, float] | None = None
+    #: the best constant output's held-out loss, when the plateau rule judged the floor trivial by it (else None)
+    plateau_constant_loss: float | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,7 @@ def choose_lr_range(
     curves: np.ndarray | None = None,
     valley_curves: np.ndarray | None = None,
     perf_curves: np.ndarray | None = None,
+    constant_loss: float | None = None,
 ) -> LRRangeChoice:
     """Choose ``[lr_min, lr_max]``, the interval of steepest sustained loss improvement.
 
@@ -234,6 +237,9 @@ def choose_lr_range(
         perf_curves: the held-out perf (R, P; higher is better), cut like the others: with it, the plateau
             rule (:mod:`~ignite_seg.tuning.lr_plateau`) moves the range to the top of a floor that the
             loss sat on for ``PLATEAU_DECADES`` (0.8) decades or more before diverging while the perf did not improve.
+        constant_loss: the loss of the best constant output on the curves' held-out slice (the valley's curves'):
+            a floor at that level is trivial for the plateau rule whatever the perf says, and may run into the
+            divergence (None or NaN: not measured).
 
     Raises:
         TuningError: the loss is not finite from the start, diverges at once, or never improves.
@@ -270,12 +276,12 @@ def choose_lr_range(
             f"lr_end={hi_lr * 10:.3g}, lr_sweep_len=12.0)."
         )
     x_lo, x_hi, hit_end = _interval(d, x, k, rule, x_stop)
-    plateau = None
-    if perf_curves is not None:
-        perf = mean_curve(_smooth_alive(perf_curves, alive, rule.window), 0.51)
-        plateau = find_plateau(x, valley, perf[:n_valid], rule.window)
+    perf = None if perf_curves is None else mean_curve(_smooth_alive(perf_curves, alive, rule.window), 0.51)[:n_valid]
+    cut = diverged_lr[np.isfinite(diverged_lr)]
+    x_diverged = float(np.log10(cut.min())) if n_valid < lrs.size and cut.size else None
+    plateau = find_plateau(x, valley, perf, rule.window, constant_loss=constant_loss, x_diverged=x_diverged)
     if plateau is not None:  # the floor's top, a span below it: no longer the steep fall to the trivial floor
-        x_hi, hit_end, x_stop = plateau.x_hi, False, None
+        x_hi, hit_end, x_stop, x_settled = plateau.x_hi, False, None, None
         x_lo = max(x_hi - max(rule.plateau_span_decades, rule.min_span_decades), plateau.x_lo)
     return LRRangeChoice(
         lr_min=float(10**x_lo), lr_max=float(10**x_hi), steepest_lr=float(lrs[k]), steepest_slope=float(d[k]),
@@ -285,6 +291,7 @@ def choose_lr_range(
         settled_lr=None if x_settled is None else float(10**x_settled),
         plateau_lrs=None if plateau is None else (float(10**plateau.x_lo), float(10**plateau.x_hi)),
         plateau_perfs=None if plateau is None else (plateau.perf_start, plateau.perf_on),
+        plateau_constant_loss=None if plateau is None else plateau.constant_loss,
     )
 
 

@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Literal, NamedTuple
 
@@ -34,6 +35,13 @@ class Curves:
     @property
     def batch_size(self) -> int:
         return self.tasks[0].batch_size
+
+    @property
+    def constant_loss(self) -> float | None:
+        """The held-out slice's loss under the best constant output (the median over the repeats that measured it;
+        the slice is the same for all), None where none could."""
+        values = [r.constant_loss for r in self.ok if math.isfinite(r.constant_loss)]
+        return float(np.median(values)) if values else None
 
 
 class Noise(NamedTuple):
@@ -81,17 +89,24 @@ def range_step(
         points_used=choice.n_valid, range_hits_sweep_end=choice.hit_end,
         anchored_at_loss_minimum=choice.anchored_at_minimum,
         settled_lr=choice.settled_lr,
-        plateau_lr=list(choice.plateau_lrs or ()) or None, plateau_perf=list(choice.plateau_perfs or ()) or None,
+        plateau_lr=list(choice.plateau_lrs or ()) or None,
+        plateau_perf=[_or_none(p) for p in choice.plateau_perfs] if choice.plateau_perfs else None,
+        constant_loss=curves.constant_loss, plateau_at_constant=choice.plateau_constant_loss is not None,
         rule=f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
              f"within {s.lr_window_decades} decades below the last usable lr (or below where the loss settled at its floor, "
              "when it was flat there) and not past the valley floor; the top of a floor of 0.8 decades or more "
-             "where the held-out perf did not improve (the plateau rule), when the loss sat on one before diverging",
+             "where the held-out perf did not improve or the loss stayed within 2% of the best constant output's "
+             "(the plateau rule), when the loss sat on one before diverging",
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",
         noise_b_small=noise.b_small, noise_b_big=curves.batch_size, holdout_every=curves.tasks[0].holdout_every,
         capped_by_max_examples=curves.capped,
     )
+
+
+def _or_none(v: float) -> float | None:
+    return v if math.isfinite(v) else None
 
 
 def stack(rows: Iterable[np.ndarray], n: int) -> np.ndarray:

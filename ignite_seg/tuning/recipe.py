@@ -316,7 +316,8 @@ def _lr_range_test(
                      min_span_decades=s.lr_min_span_decades)
     holdout_losses = curves.stacked["holdout_losses"]
     choice = choose_lr_range(curves.lrs, curves.stacked["losses"], rule, curves=holdout_losses if held_out else None,
-                             valley_curves=None if held_out else holdout_losses, perf_curves=curves.stacked["perfs"])
+                             valley_curves=None if held_out else holdout_losses, perf_curves=curves.stacked["perfs"],
+                             constant_loss=curves.constant_loss)
     stopped = np.array([
         float(r.arrays["lrs"][-1]) if r.status == "diverged" and r.arrays["lrs"].size else np.nan for r in curves.ok
     ])
@@ -327,7 +328,7 @@ def _lr_range_test(
     logger.info("LR range [%.4g, %.4g] (steepest at %.4g; %d of %d repeat(s) diverged%s)%s",
                 choice.lr_min, choice.lr_max, choice.steepest_lr, n_div, len(curves.ok),
                 f", first at lr {np.nanmin(stopped):.3g}" if n_div else ", none: consider a larger lr_end",
-                moved_to_plateau(choice.plateau_lrs, choice.plateau_perfs))
+                moved_to_plateau(choice.plateau_lrs, choice.plateau_perfs, choice.plateau_constant_loss))
     keep = np.isfinite(noise.running)
     return _Sweep(choice, sweep_file(curves, choice, stopped, held_out), noise.value, curves.lrs[keep],
                   noise.running[keep])
