@@ -38,23 +38,29 @@ def constant_output_loss(model: torch.nn.Module, batches: Sequence[tuple[Any, An
     """
     was_training = model.training
     model.eval()
+    shapes: list[tuple[torch.Size, torch.dtype]] = []
+    start: torch.Tensor | None = None
     try:
-        with torch.no_grad():
-            outputs = [model(x) for x, _ in batches]
+        with torch.no_grad():  # only each batch's output shape is kept (an LM's slice of logits may be large)
+            for x, _ in batches:
+                out = model(x)
+                if not (isinstance(out, torch.Tensor) and out.is_floating_point() and out.dim() >= 1):
+                    return math.nan
+                shapes.append((out.shape, out.dtype))
+                if start is None:
+                    start = out.detach().float().mean(0, keepdim=True)
     finally:
         model.train(was_training)
-    if not outputs or not all(isinstance(o, torch.Tensor) and o.is_floating_point() and o.dim() >= 1
-                              and o.shape[1:] == outputs[0].shape[1:] for o in outputs):
+    if start is None or any(shape[1:] != shapes[0][0][1:] for shape, _ in shapes):
         return math.nan
     targets = [y for _, y in batches]
-    n = sum(len(o) for o in outputs)
-    start = torch.cat(outputs).detach().float().mean(0, keepdim=True)
+    n = sum(shape[0] for shape, _ in shapes)
     constant = start.clone().requires_grad_(True)
 
     def mean_loss() -> torch.Tensor:
-        total = torch.zeros(())
-        for o, y in zip(outputs, targets):
-            total = total + loss_fn(constant.expand_as(o).to(o.dtype), y).float() * len(o)
+        total = constant.new_zeros(())
+        for (shape, dtype), y in zip(shapes, targets):
+            total = total + loss_fn(constant.expand(shape).to(dtype), y).float() * shape[0]
         return total / n
 
     optimizer = torch.optim.LBFGS([constant], max_iter=CONSTANT_FIT_ITERS, line_search_fn="strong_wolfe")

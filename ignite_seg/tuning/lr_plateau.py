@@ -113,8 +113,8 @@ def find_plateau(x: np.ndarray, loss: np.ndarray, perf: np.ndarray | None, windo
     perf_start, perf_on = math.nan, math.nan
     if perf is not None and np.isfinite(perf[lo : hi + 1]).all():
         perf_start, perf_on = float(np.mean(perf[: max(1, window)])), float(np.mean(perf[lo : hi + 1]))
-    if trivial:
-        return Plateau(float(x[lo]), x_hi, perf_start, perf_on, float(constant_loss))  # type: ignore[arg-type]
+    if trivial and constant_loss is not None:
+        return Plateau(float(x[lo]), x_hi, perf_start, perf_on, float(constant_loss))
     if not (math.isfinite(perf_start) and math.isfinite(perf_on)):
         return None
     if perf_on - perf_start > PLATEAU_PERF_TOL * abs(perf_start):
