@@ -36,6 +36,8 @@ class LRSweepInfo(NamedTuple):
     n_repeats: int
     #: what the loss panel shows: the curve the range was chosen on
     loss_label: str = "training loss"
+    #: the held-out slice's loss under the best constant output, drawn when the panel shows that slice (else None)
+    constant_loss: float | None = None
 
 
 def _rows(a: Any, p: int) -> np.ndarray:
@@ -70,6 +72,7 @@ def lr_sweep_info(sweep: LRSweepFile | Mapping[str, np.ndarray]) -> LRSweepInfo 
         lr_range=(float(rng[0]), float(rng[1])) if rng.size >= 2 else (np.nan, np.nan),
         diverged_lr=_flat(rec.diverged_lr, np.zeros(0)),
         n_repeats=int(max(losses.shape[0], perfs.shape[0])), loss_label=label,
+        constant_loss=rec.constant_loss if rec.chosen_on_holdout else None,
     )
 
 
@@ -121,6 +124,10 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
         ax.plot([], [], " ", label="mean and band end where most repeats diverged")
     if marks:
         mark_range_and_divergence(ax, info, legend)
+        if which == "loss" and info.constant_loss is not None and np.isfinite(info.constant_loss):
+            # a floor at this level is the trivial one (the plateau rule): the network learned only its offset
+            ax.axhline(info.constant_loss, color="grey", ls="--", lw=1,
+                       label=f"best constant output ({fmt(info.constant_loss)})" if legend else None)
     ax.set_xscale("log")
     ax.set_xlim(info.lrs[0], info.lrs[-1])
     wide_log_axis(ax.xaxis, info.lrs[0], info.lrs[-1])

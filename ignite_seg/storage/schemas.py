@@ -99,6 +99,9 @@ class LRSweepFile(NpzRecord):
     batch_size: int | None = optional(scalar=int)
     #: whether this is the rescan at the chosen batch size (older folders: ``False``)
     rescan: bool = field(default=False, metadata={"scalar": bool})
+    #: the held-out slice's loss under the best constant output (``None``: not measurable, and older folders;
+    #: the writer leaves it out then)
+    constant_loss: float | None = field(default=None, metadata={"scalar": float, "absent_ok": True})
 
     @property
     def chosen_on_holdout(self) -> bool:

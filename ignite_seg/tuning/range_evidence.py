@@ -66,6 +66,7 @@ def sweep_file(curves: Curves, choice: LRRangeChoice, stopped: np.ndarray, held_
         holdout_losses_smoothed=choice.smoothed if held_out else smooth_curves(stacked["holdout_losses"], window),
         choice_curve="holdout_losses" if held_out else "losses", batch_size=curves.batch_size,
         rescan=curves.stage == "rescan", holdout_measured=stacked.get("holdout_measured"),
+        constant_loss=curves.constant_loss,
     )
 
 

@@ -227,3 +227,24 @@ def test_the_length_check_figure_shows_each_runs_curve_best_tolerance_and_the_cu
     _png(fig)
     assert length_info({"steps": {"length": {"runs": 0, "epochs_planned": 5, "epochs": 5}}}) is None  # not run
     assert length_info({}) is None
+
+
+def test_the_lr_sweep_draws_the_best_constant_outputs_loss_on_the_held_out_panel_only():
+    # chosen on the held-out loss with the constant's loss recorded: a grey dashed line at it, named in the legend
+    # and the caption (a floor there is the plateau rule's trivial one); on a training-loss panel it is not drawn
+    from ignite_seg.analysis.captions import lr_caption
+
+    arrays = lr_sweep_arrays()
+    held = {**arrays, "holdout_losses": arrays["losses"], "holdout_losses_smoothed": arrays["losses_smoothed"],
+            "choice_curve": np.array("holdout_losses"), "constant_loss": np.array(1.1)}
+    info = lr_sweep_info(held)
+    assert info.constant_loss == 1.1
+    fig = plot_lr_sweep(info)
+    _png(fig)
+    assert "best constant output (1.1)" in _legend_texts(fig)
+    line = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "best constant output (1.1)")
+    assert list(line.get_ydata()) == [1.1, 1.1] and line.get_linestyle() == "--"
+    assert "Grey dashed: the loss of the best constant output" in lr_caption(info)
+    train = lr_sweep_info({**arrays, "constant_loss": np.array(1.1)})
+    assert train.constant_loss is None and "Grey dashed" not in lr_caption(train)
+    assert not any("best constant" in t for t in _legend_texts(plot_lr_sweep(train)))
