@@ -98,6 +98,8 @@ def _loss_ylim(ax: Axes, info: LRSweepInfo) -> None:
         start = np.nanmax(info.losses[:, : max(1, info.lrs.size // 20)])
         top = min(float(finite.max()), 1.6 * float(start)) if np.isfinite(start) else float(finite.max())
         bottom = float(finite.min())
+        if info.constant_loss is not None and np.isfinite(info.constant_loss):
+            bottom = min(bottom, info.constant_loss)  # its line in view (a curve may sit just above it)
         pad = 0.05 * (top - bottom if top > bottom else 1.0)
         ax.set_ylim(bottom - pad, top + pad)
 
