@@ -11,17 +11,18 @@ from __future__ import annotations
 import math
 import textwrap
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, cast
 
 import numpy as np
 
+from ..storage.schemas import LRRangeStep, MiscFile
 from . import extract
 from ._mpl import COLORS, fmt
 from .batch import BatchInfo, draw_batch_size
 from .captions import schedule_caption, throughtime_caption
 from .curves import draw_final_distribution, draw_throughtime_panel
 from .hidden import draw_pca, pca_at, pca_limit
-from .lr import draw_lr_sweep_panel, mark_range_and_divergence, style_schedule_axes
+from .lr import LRSweepInfo, draw_lr_sweep_panel, mark_range_and_divergence, style_schedule_axes
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -64,17 +65,24 @@ def batch_caption(bs: BatchInfo) -> str:
     return f"Batch size: {ns}{runs}; chosen {fmt(bs.final_batch_size)}."
 
 
+def lr_scene_caption(lr: LRSweepInfo, used: LRRangeStep | None) -> str:
+    """The LR scene's caption: the sweep, and the chosen range with the rule that put it there (``used``: the
+    range test whose range was used, from ``misc.json``; None in a folder without it)."""
+    lo, hi = lr.lr_range
+    where = ("the top of the floor the loss sat on before diverging (the plateau rule)" if used is not None
+             and used.plateau_lr else "where the smoothed loss falls fastest")
+    return (f"LR range test: the LR grows geometrically from {fmt(lr.lrs[0])} to {fmt(lr.lrs[-1])} "
+            f"({lr.n_repeats} repeats). Green: the chosen range [{fmt(lo)}, {fmt(hi)}], {where}.")
+
+
 def scene_plan(folder: str | Snapshot, fps: int, hidden: bool = True) -> list[Scene]:
     """The walk-through video's scenes for this run, with frame counts and captions."""
     snap = folder if isinstance(folder, Snapshot) else Snapshot(folder)
     scenes = [Scene("title", _frames("title", fps), "")]
     lr = extract.lr_of(snap)
     if lr is not None:
-        lo, hi = lr.lr_range
-        scenes.append(Scene("lr_sweep", _frames("lr_sweep", fps),
-                            f"LR range test: the LR grows geometrically from {fmt(lr.lrs[0])} to {fmt(lr.lrs[-1])} "
-                            f"({lr.n_repeats} repeats). Green: the chosen range [{fmt(lo)}, {fmt(hi)}], where the "
-                            "smoothed loss falls fastest."))
+        steps = (MiscFile.from_json(snap.misc) if isinstance(snap.misc, Mapping) else MiscFile()).steps
+        scenes.append(Scene("lr_sweep", _frames("lr_sweep", fps), lr_scene_caption(lr, steps.used_lr_range)))
     bs = extract.batch_of(snap)
     if bs is not None:
         scenes.append(Scene("batch_size", _frames("batch_size", fps), batch_caption(bs)))

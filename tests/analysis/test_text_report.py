@@ -192,3 +192,19 @@ def test_the_schedule_line_names_the_schedule_and_its_warmup():
         "linear warmup from 0 over 60 steps, then inverse-square-root decay from 0.01 to 0.001; 12 epochs")
     assert describe_schedule({**base, "schedule": "one-cycle"}) == (
         "one-cycle: up from 0.001 to 0.01, then down to 1e-05; 12 epochs")
+
+
+def test_the_lr_scene_names_the_plateau_rule_when_it_placed_the_range():
+    # the video's caption said "where the smoothed loss falls fastest" also when the plateau rule had moved the range
+    # to the top of a flat floor (the adding problem: the range sits where the loss is flattest)
+    from ignite_seg.analysis.lr import lr_sweep_info
+    from ignite_seg.analysis.scenes import lr_scene_caption
+    from ignite_seg.storage.schemas import LRRangeStep
+
+    info = lr_sweep_info(lr_sweep_arrays())
+    steepest = lr_scene_caption(info, LRRangeStep(lr_min=0.003, lr_max=0.05))
+    assert steepest.endswith("Green: the chosen range [0.003, 0.05], where the smoothed loss falls fastest.")
+    assert lr_scene_caption(info, None) == steepest
+    floor = lr_scene_caption(info, LRRangeStep(lr_min=0.003, lr_max=0.05, plateau_lr=[1e-4, 0.05],
+                                               plateau_perf=[0.45, 0.84], constant_loss=0.19, plateau_at_constant=True))
+    assert floor.endswith("[0.003, 0.05], the top of the floor the loss sat on before diverging (the plateau rule).")
