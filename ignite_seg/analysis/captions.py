@@ -6,8 +6,6 @@ trials, which band: a min–max spread or a 95% CI, and in which space); the fig
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..engine.schedule_text import describe_schedule
 from ._mpl import band_phrase, count_text
 from .curves import MINMAX_BELOW, ThroughTimeInfo
@@ -29,8 +27,7 @@ def lr_caption(info: LRSweepInfo) -> str:
     n = info.n_repeats
     band = f"band: {band_phrase(n, 'repeats', True)}" if n > 1 else "one repeat: no band"
     constant = (" Grey dashed: the loss of the best constant output (one output for every item): a floor there "
-                "learned nothing from the inputs." if info.constant_loss is not None and np.isfinite(info.constant_loss)
-                else "")
+                "learned nothing from the inputs." if info.constant_loss is not None else "")
     return (f"{info.loss_label.capitalize()} and perf against the LR (log scale) for each repeat, with their mean; "
             f"{band}. Green: the chosen range; red dotted: divergence.{constant} Bottom: the derivatives used to "
             "choose the range.")

@@ -36,7 +36,8 @@ class LRSweepInfo(NamedTuple):
     n_repeats: int
     #: what the loss panel shows: the curve the range was chosen on
     loss_label: str = "training loss"
-    #: the held-out slice's loss under the best constant output, drawn when the panel shows that slice (else None)
+    #: the held-out slice's loss under the best constant output, drawn when the panel shows that slice (else, or
+    #: not finite, None)
     constant_loss: float | None = None
 
 
@@ -72,8 +73,12 @@ def lr_sweep_info(sweep: LRSweepFile | Mapping[str, np.ndarray]) -> LRSweepInfo 
         lr_range=(float(rng[0]), float(rng[1])) if rng.size >= 2 else (np.nan, np.nan),
         diverged_lr=_flat(rec.diverged_lr, np.zeros(0)),
         n_repeats=int(max(losses.shape[0], perfs.shape[0])), loss_label=label,
-        constant_loss=rec.constant_loss if rec.chosen_on_holdout else None,
+        constant_loss=_finite_or_none(rec.constant_loss) if rec.chosen_on_holdout else None,
     )
+
+
+def _finite_or_none(v: float | None) -> float | None:
+    return v if v is not None and np.isfinite(v) else None
 
 
 def _flat(a: np.ndarray | None, default: np.ndarray) -> np.ndarray:
@@ -98,7 +103,7 @@ def _loss_ylim(ax: Axes, info: LRSweepInfo) -> None:
         start = np.nanmax(info.losses[:, : max(1, info.lrs.size // 20)])
         top = min(float(finite.max()), 1.6 * float(start)) if np.isfinite(start) else float(finite.max())
         bottom = float(finite.min())
-        if info.constant_loss is not None and np.isfinite(info.constant_loss):
+        if info.constant_loss is not None:
             bottom = min(bottom, info.constant_loss)  # its line in view (a curve may sit just above it)
         pad = 0.05 * (top - bottom if top > bottom else 1.0)
         ax.set_ylim(bottom - pad, top + pad)
@@ -126,7 +131,7 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
         ax.plot([], [], " ", label="mean and band end where most repeats diverged")
     if marks:
         mark_range_and_divergence(ax, info, legend)
-        if which == "loss" and info.constant_loss is not None and np.isfinite(info.constant_loss):
+        if which == "loss" and info.constant_loss is not None:
             # a floor at this level is the trivial one (the plateau rule): the network learned only its offset
             ax.axhline(info.constant_loss, color="grey", ls="--", lw=1,
                        label=f"best constant output ({fmt(info.constant_loss)})" if legend else None)
