@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ._version import __version__
-from .analysis.outcomes import loss_rise, val_peak
+from .analysis.outcomes import Dead, dead_advice, ended_at_constant, loss_rise, val_peak
 from .config.analysis import resolve_analysis
 from .config.hyperparameters import FixedHyperparameters, HyperparameterSettings
 from .config.specs import DESCRIBE_MAX, LoaderSpec
@@ -72,6 +72,13 @@ def log_trial(outcome: Any) -> None:
     if rise is not None:
         logger.warning("trial %d: its training loss ended above where it began (%.4g -> %.4g): the recipe did not "
                        "train it; check the learning rates (hparams/misc.json, the recipe check)", outcome.trial_id, *rise)
+    dead = ended_at_constant(tt.get("epochs", ()), tt.get("losses_train", ()), result.constant_loss_train)
+    if dead is not None:
+        info = Dead(outcome.trial_id, float(result.constant_loss_train), *dead)
+        logger.warning("trial %d: its training loss ended at %.4g, no better than the best constant output's %.4g (one "
+                       "output for every item): it learned nothing from its inputs; %s", outcome.trial_id, info.last,
+                       info.constant, dead_advice(info))
+        return  # its validation perf moved only with the constant output: no word on overfitting
     peak = val_peak(tt.get("epochs", ()), tt.get("perfs_val", ()))
     if peak is not None:
         logger.warning("trial %d: its validation perf peaked at epoch %.0f (%.4g) and ended at %.4g (epoch %.0f): it "

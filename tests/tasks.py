@@ -28,6 +28,13 @@ def blobs(n_train: int = 96, n_val: int = 48, n_in: int = 8, n_classes: int = 3,
     return make(n_train), make(n_val)
 
 
+def blank_inputs(n_train: int = 48, n_val: int = 48, n_in: int = 8, n_classes: int = 3, seed: int = 0):
+    """The blobs' labels with every input zero (images that were never loaded): the best a network can do is the
+    best constant output, the class shares."""
+    train, val = blobs(n_train, n_val, n_in, n_classes, seed)
+    return tuple(TensorDataset(torch.zeros_like(ds.tensors[0]), ds.tensors[1]) for ds in (train, val))
+
+
 def multilabel(n_train: int = 96, n_val: int = 48, n_in: int = 8, n_labels: int = 3, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(n_in, n_labels, generator=g)

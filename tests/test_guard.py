@@ -149,6 +149,67 @@ def test_a_trial_whose_train_loss_rose_is_flagged_in_the_caller_log_and_the_summ
     assert "train loss rose" not in render_markdown(summary_info({}, {}, None, [], throughtimes=None))
 
 
+def test_a_trial_that_learned_nothing_from_its_inputs_is_flagged_in_the_caller_log_and_the_summary(caplog):
+    """Real trials: every input zero (the best constant output is all a network can learn) ends at that constant's
+    loss, which result.json holds (the class shares' entropy on the 48-item training subset: the whole training set);
+    the same labels with their inputs learn far below it. Neither rose above its start."""
+    from helpers import CE, trial_task
+
+    from ignite_seg.analysis.outcomes import ended_at_constant
+    from ignite_seg.analysis.text import render_markdown, summary_info, summary_json
+    from ignite_seg.engine.trainer import run_trial
+    from ignite_seg.run_plan import log_trial
+
+    hp = FixedHyperparameters(lr_start=0.1, lr_end=0.5, batch_size=16, cycle_size_epochs=2, epochs=4)
+    outcomes = []
+    for tid, data in enumerate(("blank_inputs", "blobs")):
+        specs = [normalize_spec(s, n) for n, s in (("model", ("tasks", "mlp", (), {})),
+                                                   ("dataset", ("tasks", data, (), {"n_train": 48, "n_val": 48})),
+                                                   ("loss", CE))]
+        outcomes.append(run_trial(trial_task(tid, *specs, hp, "classification", seed=0, device="cpu")))
+    blank, learned = outcomes
+    import tasks  # noqa: PLC0415
+    shares = np.bincount(tasks.blobs(48, 48)[0].tensors[1].numpy(), minlength=3) / 48
+    entropy = float(-(shares * np.log(shares)).sum())
+    assert blank.result.constant_loss_train == pytest.approx(entropy, abs=1e-4)
+    assert learned.result.constant_loss_train == pytest.approx(entropy, abs=1e-4)  # the same labels
+    assert blank.throughtime["losses_train"][-1] < blank.throughtime["losses_train"][0]  # not a rise
+    lowest, _epoch, last = ended_at_constant(blank.throughtime["epochs"], blank.throughtime["losses_train"], entropy)
+    assert last == pytest.approx(entropy, rel=0.02) and lowest >= entropy * 0.98
+    assert ended_at_constant(learned.throughtime["epochs"], learned.throughtime["losses_train"], entropy) is None
+    with caplog.at_level("WARNING", logger="ignite_seg"):
+        for o in outcomes:
+            log_trial(o)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "trial 0" in warned[0] and "learned nothing from its inputs" in warned[0]
+
+    tt = {"trial_ids": np.array([0, 1]), "epochs": blank.throughtime["epochs"],
+          "losses_train": np.stack([o.throughtime["losses_train"] for o in outcomes])}
+    info = summary_info({"accuracy_style": "classification"}, {}, None, [o.result.to_json() for o in outcomes],
+                        throughtimes=tt)
+    md = render_markdown(info)
+    assert "learned nothing from the inputs**: 1 trial(s)" in md and "trial 0: " in md and "trial 1: " not in md
+    assert [d["trial_id"] for d in summary_json(info)["trials"]["train_loss_at_constant"]] == [0]
+    # an older folder's records hold no constant: nothing is said
+    old = [{k: v for k, v in o.result.to_json().items() if k != "constant_loss_train"} for o in outcomes]
+    assert "learned nothing" not in render_markdown(summary_info({}, {}, None, old, throughtimes=tt))
+
+
+def test_a_trial_that_learned_and_then_lost_it_all_says_how_low_it_had_been():
+    """A spike that undid training (smooth_digits, plain SGD: ~0.05 back to 2.30): the line names the lowest loss; a
+    trial whose loss rose above its start is a Rise, not this."""
+    from ignite_seg.analysis.outcomes import Dead, dead_lines, ended_at_constant
+
+    e = np.arange(7.0)
+    assert ended_at_constant(e, [2.35, 1.0, 0.05, 0.06, 9.0, 2.31, 2.302], 2.303) == (0.05, 2.0, 2.302)
+    assert ended_at_constant(e, [2.35, 1.0, 0.05, 0.06, 9.0, 2.31, 2.36], 2.303) is None  # rose: loss_rise's
+    assert ended_at_constant(e, [2.35, 1.0, 0.05, 0.06, 0.05, 0.1, 2.25], 2.303) is None  # 2.3% below it
+    assert ended_at_constant(e, [2.35, 2.30], None) is None and ended_at_constant(e, [2.30], 2.3) is None
+    line = dead_lines([Dead(2, 2.303, 0.05, 2.0, 2.302), Dead(5, 2.303, 2.29, 6.0, 2.30)])[0]
+    assert "trial 2: 2.302 (constant 2.303; it had reached 0.05 at epoch 2)" in line
+    assert "trial 5: 2.3 (constant 2.303)" in line
+
+
 def test_a_trial_whose_val_perf_peaked_early_is_flagged_in_the_caller_log_and_the_summary(caplog):
     """Overfitting (session 13: the tuned diabetes trials peaked at epoch ~19 of 100, 0.70 -> 0.64): flagged; a
     run still improving, one that dips mid-run and recovers, and one within the tolerance are not."""

@@ -11,13 +11,14 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from ..engine.constant_output import at_constant
 from ..storage.records import RunRecord, TrialResult
 from ..storage.result_keys import Mode, ResultKeys
 from ._mpl import PERF_LABELS, fmt
 
 __all__ = ["TrialBest", "Outcomes", "outcomes_info", "best_label", "epoch_text", "outcome_lines", "outcome_table",
            "outcomes_json", "TABLE_UP_TO", "BestMarks", "best_marks", "Rise", "loss_rise", "rising_trials", "rise_lines",
-           "Peak", "PEAK_TOL", "val_peak", "peaked_trials", "peak_lines"]
+           "Dead", "ended_at_constant", "dead_trials", "had_learned", "dead_advice", "dead_lines", "Peak", "PEAK_TOL", "val_peak", "peaked_trials", "peak_lines"]
 
 #: Up to this many completed trials the summary lists each in a table; above, condensed lines.
 TABLE_UP_TO = 8
@@ -239,6 +240,90 @@ def rise_lines(rises: Sequence[Rise]) -> list[str]:
             f"began with ({listed}): the recipe did not train them; check the learning rates"]
 
 
+class Dead(NamedTuple):
+    """A trial whose training loss ended no better than the best constant output's (``constant``, result.json's
+    ``constant_loss_train``): it learned nothing from its inputs; ``lowest`` at ``lowest_epoch``: the lowest snapshot."""
+
+    trial_id: int
+    constant: float
+    lowest: float
+    lowest_epoch: float
+    last: float
+
+
+def ended_at_constant(epochs: Any, losses_train: Any, constant: float | None) -> tuple[float, float, float] | None:
+    """``(lowest, its epoch, last)`` of a trial's training-loss snapshots when the last finite one is no better than
+    the best constant output's ``constant`` (:func:`~ignite_seg.engine.constant_output.at_constant`) and not above
+    the first (that trial's loss rose: :func:`loss_rise`); else None.
+
+    A network that learned and then lost it all ends there: plain SGD on an unnormalised CNN (bench session 20,
+    ``smooth_digits``: 2 of 24 seeds fell from ~0.05 back to the class shares' entropy, 2.30, for good).
+
+    Example:
+        >>> ended_at_constant([0, 1, 2, 3], [2.35, 0.05, 2.30, 2.30], 2.302)
+        (0.05, 1.0, 2.3)
+        >>> ended_at_constant([0, 1, 2], [2.35, 0.05, 0.04], 2.302) is None
+        True
+    """
+    y = np.asarray(losses_train, dtype=np.float64).ravel()
+    e = np.asarray(epochs, dtype=np.float64).ravel()
+    e = np.pad(e[: y.size], (0, max(0, y.size - e.size)), constant_values=np.nan)
+    ok = np.isfinite(y)
+    y, e = y[ok], e[ok]
+    if y.size < 2 or y[-1] > y[0] or not at_constant(float(y[-1]), constant):
+        return None
+    k = int(np.argmin(y))
+    return float(y[k]), float(e[k]), float(y[-1])
+
+
+def dead_trials(throughtimes: Mapping[str, Any] | None, records: Sequence[TrialResult]) -> tuple[Dead, ...]:
+    """The trials of ``throughtimes.npz`` whose training loss ended at their record's constant output's loss."""
+    constants = {r.trial_id: r.constant_loss_train for r in records}
+    epochs = (throughtimes or {}).get("epochs", ())
+    found = _per_trial(throughtimes, "losses_train", lambda row: row)
+    out = []
+    for tid, row in found:
+        c = constants.get(tid)
+        hit = ended_at_constant(epochs, row, c)
+        if hit is not None and c is not None:
+            out.append(Dead(tid, float(c), *hit))
+    return tuple(out)
+
+
+def had_learned(d: Dead) -> bool:
+    """Whether a dead trial's training loss had been clearly below the constant's before it ended there."""
+    return not at_constant(d.lowest, d.constant) and bool(np.isfinite(d.lowest_epoch))
+
+
+#: What to do about a trial that had learned and lost it, and one that never learned (the log's and the summary's).
+SPIKE_ADVICE = ("a loss spike can undo training (plain SGD on a network without normalisation): lower the learning "
+                "rates, clip the gradients (`grad_clip_norm`) or run the trial again")
+BLIND_ADVICE = "check that the inputs reach the model (and differ between items) and that the learning rates train it"
+
+
+def dead_advice(d: Dead) -> str:
+    """What one dead trial's snapshots say, and what to do (the caller's log)."""
+    if had_learned(d):
+        return f"it had reached {fmt(d.lowest, 4)} at epoch {d.lowest_epoch:.0f} and lost it: {SPIKE_ADVICE}"
+    return f"it never got clearly below it: {BLIND_ADVICE}"
+
+
+def dead_lines(dead: Sequence[Dead]) -> list[str]:
+    """The summary's warning about trials that learned nothing from their inputs (no line when none did)."""
+    if not dead:
+        return []
+
+    def describe(d: Dead) -> str:
+        had = f"; it had reached {fmt(d.lowest, 4)} at epoch {d.lowest_epoch:.0f}" if had_learned(d) else ""
+        return f"trial {d.trial_id}: {fmt(d.last, 4)} (constant {fmt(d.constant, 4)}{had})"
+
+    advice = ([f"where it had learned, {SPIKE_ADVICE}"] if any(had_learned(d) for d in dead) else []) + (
+        [f"where it never did, {BLIND_ADVICE}"] if not all(had_learned(d) for d in dead) else [])
+    return [f"- **warning — learned nothing from the inputs**: {len(dead)} trial(s) ended with a training loss no "
+            f"better than the best constant output's, one output for every item ({_listed(dead, describe)}); "
+            + "; ".join(advice)]
+
+
 #: A trial's smoothed validation perf must end more than this fraction of its best below that best, and
 #: have had the best in the first ``PEAK_BEFORE`` of the run, to be flagged as having peaked early.
 PEAK_TOL = 0.02
@@ -285,12 +370,15 @@ def val_peak(epochs: Any, perfs_val: Any) -> tuple[float, float, float, float] |
     return float(at[k]), float(sm[k]), float(e[-1]), float(sm[-1])
 
 
-def peaked_trials(throughtimes: Mapping[str, Any] | None) -> tuple[Peak, ...]:
-    """The trials of ``throughtimes.npz`` (``trial_ids``, ``epochs`` (S,), ``perfs_val`` (T, S)) that peaked early."""
+def peaked_trials(throughtimes: Mapping[str, Any] | None, dead: Sequence[Dead] = ()) -> tuple[Peak, ...]:
+    """The trials of ``throughtimes.npz`` (``trial_ids``, ``epochs`` (S,), ``perfs_val`` (T, S)) that peaked early,
+    but those ``dead`` (a constant output's perf moves with its guess, not with overfitting)."""
     if not throughtimes or "epochs" not in throughtimes:
         return ()
+    skip = {d.trial_id for d in dead}
     return tuple(Peak(tid, *p) for tid, p in _per_trial(throughtimes, "perfs_val",
-                                                      lambda row: val_peak(throughtimes["epochs"], row)))
+                                                      lambda row: val_peak(throughtimes["epochs"], row))
+                 if tid not in skip)
 
 
 def peak_lines(peaks: Sequence[Peak]) -> list[str]:

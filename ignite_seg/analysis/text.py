@@ -23,10 +23,13 @@ from ..storage.schemas import (
 from ._mpl import PERF_LABELS, fmt
 from .evidence import batch_evidence, epochs_evidence, lr_evidence
 from .outcomes import (
+    Dead,
     Outcomes,
     Peak,
     Rise,
     best_label,
+    dead_lines,
+    dead_trials,
     outcome_lines,
     outcome_table,
     outcomes_info,
@@ -96,6 +99,8 @@ class SummaryInfo(NamedTuple):
     lr_range: tuple[float, float] | None = None
     #: The completed trials whose training loss ended above where it began.
     rising: tuple[Rise, ...] = ()
+    #: The completed trials whose training loss ended no better than the best constant output's.
+    dead: tuple[Dead, ...] = ()
     #: The completed trials whose validation perf peaked early and ended clearly below its best.
     peaked: tuple[Peak, ...] = ()
 
@@ -160,6 +165,7 @@ def summary_info(
     planned = run.planned_trials
     counts["planned"] = len(planned)
     counts["unfinished"] = len(set(planned) - {r.trial_id for r in trials})
+    dead = dead_trials(throughtimes, trials)
     return SummaryInfo(
         title=title, created=run.created, state=_state_after_analysis(run.state),
         versions=dict(run.versions), accuracy_style=run.accuracy_style,
@@ -168,7 +174,8 @@ def summary_info(
         lr_how=_lr_how(steps),
         lr_range=_tuned_range(steps.schedule),
         rising=rising_trials(throughtimes),
-        peaked=peaked_trials(throughtimes),
+        dead=dead,
+        peaked=peaked_trials(throughtimes, dead),
     )
 
 
@@ -277,6 +284,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         out.append(f"- **{label}**: {fmt(s.mean, 4)} (one trial: no interval)")
     out += outcome_lines(info.outcomes, _best_label(info))
     out += rise_lines(info.rising)
+    out += dead_lines(info.dead)
     out += peak_lines(info.peaked)
     bad = c.get("diverged", 0) + c.get("failed", 0) + c.get("unfinished", 0)
     out.append(f"- **failures**: {c.get('diverged', 0)} diverged, {c.get('failed', 0)} failed"
@@ -407,6 +415,7 @@ def summary_json(info: SummaryInfo) -> dict[str, Any]:
             "seconds": stat(info.seconds),
             "problems": [p._asdict() for p in info.problems],
             "train_loss_rose": [r._asdict() for r in info.rising],
+            "train_loss_at_constant": [d._asdict() for d in info.dead],
             "val_perf_peaked_early": [p._asdict() for p in info.peaked],
             **outcomes_json(info.outcomes),
         },

@@ -50,6 +50,7 @@ from ..storage.records import TrialResult
 from .batching import Batches, BatchSource, Data, PrepareBatch, as_data, default_prepare_batch
 from .best import attach_best
 from .checkpoints import attach_checkpoints
+from .constant_output import constant_output_loss
 from .ema import attach_ema
 from .epoch_log import EpochLog
 from .handlers import DivergenceStop, report_steps
@@ -334,6 +335,8 @@ def _train(task: TrialTask, outcome: TrialOutcome, output_dir: Path, placement: 
 
     sources = _Sources.of(recipe.data, device)
     sets, val_indices = _snapshot_sets(rng, sources, recipe.prepare_batch, device)
+    constant = constant_output_loss(model, sets["train"], loss_fn)  # eval mode, no random number drawn
+    outcome.result = replace(outcome.result, constant_loss_train=constant if math.isfinite(constant) else None)
     batches = placement.batches(sources.train, hp.batch_size, task.seed)
     iters_per_epoch = len(batches)
 

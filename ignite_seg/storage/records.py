@@ -192,6 +192,9 @@ class TrialResult(_FileRecord):
     #: the processes that trained it, and the device of each
     processes: int | None = None
     devices: tuple[str, ...] = ()
+    #: the loss of the best constant output on the fixed training subset its snapshots score, measured before it
+    #: trained (:func:`~ignite_seg.engine.constant_output.constant_output_loss`; None: not measurable, older folders)
+    constant_loss_train: float | None = None
 
     @property
     def completed(self) -> bool:
@@ -236,7 +239,7 @@ class TrialResult(_FileRecord):
 _FLAT_KEYS = frozenset({
     "trial_id", "status", "seconds", "started_at", "pid", "peak_rss_mib", "diverged_iteration", "error", "processes",
     "devices", "best_metric", "best_mode", "best_epoch", "best_value", "best_over", "stopped_early", "stopped_epoch",
-    "resumed_from_epoch", "checkpoints_off", "checkpoint_refused",
+    "resumed_from_epoch", "checkpoints_off", "checkpoint_refused", "constant_loss_train",
 })
 
 

@@ -34,7 +34,7 @@ sat at the loss of predicting the targets' mean from lr 0.001 to its divergence 
 the fall onto that floor (0.0002-0.0013, the settled rule), where AdamW trained to 0.870 in 15 epochs; peaks
 0.004-0.8 train it to 0.994-0.9998 (bench/RESULTS.md, session 20). So the sweep also measures the held-out loss
 of the best constant output (:func:`~ignite_seg.engine.constant_output.constant_output_loss`), and a floor whose
-lowest loss is less than :data:`CONSTANT_TOL` below that level is trivial whatever the perf says. Such a floor
+lowest loss is less than :data:`~ignite_seg.engine.constant_output.CONSTANT_TOL` below that level is trivial whatever the perf says. Such a floor
 may run into the divergence (the network never learned more within the sweep; the settled rule's "learned
 within the sweep" does not hold): it then ends at the first repeat's divergence.
 """
@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..engine.constant_output import CONSTANT_TOL, at_constant
 from .lr_valley import MIN_POINTS, VALLEY_BOTTOM_TOL, start_and_minimum
 
 __all__ = ["PLATEAU_DECADES", "PLATEAU_PERF_TOL", "CONSTANT_TOL", "Plateau", "find_plateau", "moved_to_plateau"]
@@ -55,11 +56,6 @@ PLATEAU_DECADES = 0.8
 #: most this fraction of that level (binary chance 0.47 -> 0.52: a constant output scores either class's
 #: share of the held-out slice, and the noise of a 512-item slice is ~0.02).
 PLATEAU_PERF_TOL = 0.10
-#: A floor whose lowest loss is less than this fraction below the best constant output's loss learned nothing beyond
-#: that constant: the recipe check's margin (``GUARD_MARGIN``), the smallest fall it counts as an improvement. 10% was
-#: too loose: on a 90/10 class split a plain-SGD sweep's floor lay 8-13% below the class shares' entropy, real
-#: learning the trials built on (0.95 against 0.92 when the range moved to that floor's top; bench/RESULTS.md, session 20).
-CONSTANT_TOL = 0.02
 
 
 class Plateau(NamedTuple):
@@ -101,8 +97,7 @@ def find_plateau(x: np.ndarray, loss: np.ndarray, perf: np.ndarray | None, windo
         lo -= 1
     while hi + 1 < loss.size and loss[hi + 1] <= level:
         hi += 1
-    trivial = (constant_loss is not None and math.isfinite(constant_loss)
-               and loss[k_min] >= constant_loss - CONSTANT_TOL * abs(constant_loss))
+    trivial = at_constant(float(loss[k_min]), constant_loss)
     x_hi = float(x[hi])
     if hi == loss.size - 1:  # a floor that runs to the last usable LR (nothing rose after it)...
         if not (trivial and x_diverged is not None):
