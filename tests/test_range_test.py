@@ -45,6 +45,30 @@ def test_the_chosen_range_lies_below_the_divergence_bound_and_ends_where_the_los
     assert buf.getvalue()[:4] == b"\x89PNG"
 
 
+def test_a_floor_at_the_best_constant_outputs_loss_moves_the_range_to_its_top(monkeypatch):
+    """Targets the inputs cannot predict (every input zero): the held-out loss falls to the targets' variance, the
+    best constant output's MSE (measured: a known answer), and lies there until the bias diverges at lr 1. As in
+    tune(), the plateau rule reads that level: the range is the floor's top, not the fall onto it (0.05-0.16)."""
+    from ignite_seg.tuning.lr_finder import _split
+
+    g = torch.Generator().manual_seed(0)
+    y = 3 + torch.randn(1024, 1, generator=g)
+    ds = torch.utils.data.TensorDataset(torch.zeros(1024, 4), y)
+    torch.manual_seed(0)
+    res = ignite_seg.lr_range_test(torch.nn.Linear(4, 1), ds, torch.nn.MSELoss(), batch_size=128, lr_start=1e-4,
+                                   lr_end=10.0, repeats=2, seed=0)
+    held = y[torch.as_tensor(_split(1024, 0.1, 0)[1])]
+    assert res.constant_loss == pytest.approx(float(held.var(unbiased=False)), rel=1e-4)
+    assert res.choice.plateau_constant_loss == res.constant_loss and res.choice.plateau_lrs[0] < 0.1
+    assert 0.3 < res.lr_max < 2.0 and res.lr_min < res.lr_max
+    # not measurable (NaN): no plateau, the range is the fall onto the floor
+    monkeypatch.setattr("ignite_seg.tuning.lr_finder.constant_output_loss", lambda *a: float("nan"))
+    torch.manual_seed(0)
+    res2 = ignite_seg.lr_range_test(torch.nn.Linear(4, 1), ds, torch.nn.MSELoss(), batch_size=128, lr_start=1e-4,
+                                    lr_end=10.0, repeats=2, seed=0)
+    assert res2.choice.plateau_lrs is None and res2.lr_max < 0.3
+
+
 def test_model_and_optimizer_are_left_as_found():
     ds, _ = _regression(256)
     torch.manual_seed(1)

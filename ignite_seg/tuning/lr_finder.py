@@ -27,6 +27,7 @@ import numpy as np
 from ..config.checks import check_int
 from ..config.presets import get_preset
 from ..engine.batching import BatchSource, Data, PrepareBatch, default_prepare_batch
+from ..engine.constant_output import constant_output_loss
 from ..engine.noise_trainer import split_input, splittable
 from ..exceptions import ConfigError, ConfigTypeError
 from .lr_range import LRRangeChoice, RangeRule, choose_lr_range, geometric_lrs
@@ -63,6 +64,9 @@ class RangeTestResult:
         choice: the full record of the range choice (smoothed curves, derivative, divergence).
         warnings: what to distrust in the range (it touches an end of the sweep), also issued
             with ``warnings.warn``; empty when the range lies inside the sweep.
+        constant_loss: the held-out slice's loss under the best constant output, one output for every item
+            (NaN when not measurable): a loss floor at that level learned nothing from the inputs, and the
+            range moves to its top (``choice.plateau_lrs``), as in :func:`ignite_seg.tune`.
     """
 
     lrs: np.ndarray
@@ -75,6 +79,7 @@ class RangeTestResult:
     batch_size: int
     choice: LRRangeChoice
     warnings: tuple[str, ...] = ()
+    constant_loss: float = math.nan
 
     def __repr__(self) -> str:  # the arrays are in the attributes; a repr that prints them all hides the answer
         return (f"RangeTestResult(lr_min={self.lr_min:.4g}, lr_max={self.lr_max:.4g}, steepest_lr={self.steepest_lr:.4g}, "
@@ -94,6 +99,9 @@ class RangeTestResult:
         ax.plot(self.lrs, mean, color="C1", lw=1, label="training loss (mean)")
         ax.axvspan(self.lr_min, self.lr_max, color="C2", alpha=0.2,
                    label=f"range {self.lr_min:.3g} - {self.lr_max:.3g}")
+        if math.isfinite(self.constant_loss):
+            ax.axhline(self.constant_loss, color="grey", ls="--", lw=1,
+                       label=f"best constant output ({self.constant_loss:.3g})")
         ax.set_xscale("log")
         finite = self.holdout_losses[np.isfinite(self.holdout_losses)]
         if finite.size:
@@ -199,11 +207,12 @@ def lr_range_test(
         device = _device(model)
         _probe(model, loss, source, prepare, device, train_idx[:2])
         held = [prepare(b, device, False) for b in source.fixed(held_idx.tolist())]
+        constant = constant_output_loss(model, held, loss)  # eval mode, no random number drawn
         for r in range(repeats):
             with restored(model, opt):  # every repeat starts from the weights the caller had
                 order = np.random.default_rng([seed, r]).choice(train_idx, size=(steps, batch_size))
                 runs.append(_sweep(model, opt, loss, lrs, _Feed(source, prepare, device, order, held)))
-    result = _result(lrs, runs, batch_size)
+    result = _result(lrs, runs, batch_size, constant)
     for message in result.warnings:
         warnings.warn(message, stacklevel=2)
     return result
@@ -418,19 +427,21 @@ def _mean_at(curves: np.ndarray, i: int) -> float:
     return float(np.mean(finite)) if finite else math.nan
 
 
-def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int) -> RangeTestResult:
-    """Choose the range on the repeats with the ``fast`` preset's rules; measure the noise scale."""
+def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int, constant: float) -> RangeTestResult:
+    """Choose the range on the repeats with the ``fast`` preset's rules (the plateau rule reading the best constant
+    output's loss ``constant``); measure the noise scale."""
     s = get_preset("fast")
     stacked = {k: np.vstack([r[k] for r in runs]) for k in runs[0]}
     window = max(1, int(round(s.lr_smooth_frac * lrs.size))) | 1
     rule = RangeRule(window=window, diverge_th=s.diverge_th, regain=s.diverge_regain, steep_frac=s.lr_steep_frac,
                      window_decades=s.lr_window_decades, min_span_decades=s.lr_min_span_decades)
-    choice = choose_lr_range(lrs, stacked["losses"], rule, valley_curves=stacked["holdout_losses"])
+    choice = choose_lr_range(lrs, stacked["losses"], rule, valley_curves=stacked["holdout_losses"],
+                             constant_loss=constant)
     b_small = batch_size / CHUNKS
     _, noise = pooled_noise_scale(stacked["sq_small"], stacked["sq_big"], b_small, float(batch_size),
                                   s.noise_ema_beta, lrs <= choice.lr_max)
     return RangeTestResult(
         lrs=lrs, losses=stacked["losses"], holdout_losses=stacked["holdout_losses"], lr_min=choice.lr_min,
         lr_max=choice.lr_max, steepest_lr=choice.steepest_lr, noise_scale=noise, batch_size=batch_size,
-        choice=choice, warnings=edge_warnings(lrs, choice, stacked["holdout_losses"], window),
+        choice=choice, warnings=edge_warnings(lrs, choice, stacked["holdout_losses"], window), constant_loss=constant,
     )
