@@ -208,6 +208,8 @@ def test_a_trial_that_learned_and_then_lost_it_all_says_how_low_it_had_been():
     line = dead_lines([Dead(2, 2.303, 0.05, 2.0, 2.302), Dead(5, 2.303, 2.29, 6.0, 2.30)])[0]
     assert "trial 2: 2.302 (constant 2.303; it had reached 0.05 at epoch 2)" in line
     assert "trial 5: 2.3 (constant 2.303)" in line
+    assert "those that had learned lost it: a loss spike" in line and "those that never got clearly below it" in line
+    assert "they had learned and lost it" in dead_lines([Dead(2, 2.303, 0.05, 2.0, 2.302)])[0]
 
 
 def test_a_trial_whose_val_perf_peaked_early_is_flagged_in_the_caller_log_and_the_summary(caplog):

@@ -317,11 +317,16 @@ def dead_lines(dead: Sequence[Dead]) -> list[str]:
         had = f"; it had reached {fmt(d.lowest, 4)} at epoch {d.lowest_epoch:.0f}" if had_learned(d) else ""
         return f"trial {d.trial_id}: {fmt(d.last, 4)} (constant {fmt(d.constant, 4)}{had})"
 
-    advice = ([f"where it had learned, {SPIKE_ADVICE}"] if any(had_learned(d) for d in dead) else []) + (
-        [f"where it never did, {BLIND_ADVICE}"] if not all(had_learned(d) for d in dead) else [])
+    learned = sum(had_learned(d) for d in dead)
+    if learned == len(dead):
+        advice = f"they had learned and lost it: {SPIKE_ADVICE}"
+    elif learned == 0:
+        advice = f"they never got clearly below it: {BLIND_ADVICE}"
+    else:
+        advice = f"those that had learned lost it: {SPIKE_ADVICE}; those that never got clearly below it: {BLIND_ADVICE}"
     return [f"- **warning — learned nothing from the inputs**: {len(dead)} trial(s) ended with a training loss no "
-            f"better than the best constant output's, one output for every item ({_listed(dead, describe)}); "
-            + "; ".join(advice)]
+            f"better than the best constant output's, one output for every item ({_listed(dead, describe)}): "
+            + advice]
 
 
 #: A trial's smoothed validation perf must end more than this fraction of its best below that best, and
