@@ -147,6 +147,24 @@ def reeval(runner: Any, task: dict[str, Any], g: dict[str, Any], args: Any, cycl
     return {"cells": rows, "best_fresh_perf": best["mean"], "best_fresh_sem": best["sem"], "seeds": args.reeval_seeds}
 
 
+def overrides(pairs: list[str]) -> dict[str, Any]:
+    """``--set NAME=VALUE`` pairs as settings fields (each VALUE a Python literal).
+
+    Example:
+        >>> overrides(["lr_sweep_max_examples=None", "length_runs=1"])
+        {'lr_sweep_max_examples': None, 'length_runs': 1}
+    """
+    import ast
+
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set takes NAME=VALUE, got {pair!r}")
+        out[name.strip()] = ast.literal_eval(value.strip())
+    return out
+
+
 def main() -> None:
     from bench.tq_anchors import tpe_anchor
     from bench.tq_robust import ROBUST_TASKS
@@ -174,6 +192,9 @@ def main() -> None:
     ap.add_argument("--parts", default="grid,tune,anchor,tpe")
     ap.add_argument("--length-runs", type=int, default=None,
                     help="the tuner's length_runs (default: the preset's; 0: no length check, as before session 14)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="override one of the tuner's settings (HyperparameterSettings; VALUE a Python literal, e.g. "
+                         "--set lr_sweep_max_examples=None); repeatable: an experiment's variant, not the bench's")
     ap.add_argument("--keep", default=None, help="keep the tune's folder here (hparams/: misc.json, every task's "
                     "curves in tasks/) instead of a temporary one")
     ap.add_argument("--cache", default="bench/tune_quality_cache")
@@ -228,6 +249,7 @@ def main() -> None:
                 s = settings(args.recipe)
                 if args.length_runs is not None:
                     s = dataclasses.replace(s, length_runs=args.length_runs)
+                s = dataclasses.replace(s, **overrides(args.set))
                 hp = choose_recipe(runner, rf, s, _specs(task), accuracy_style=task["style"],
                           facts=_facts(task), seed=args.seed, device="cpu")
                 tune_cpu, tune_wall = worker_cpu_seconds() - cpu0 + imports_cpu, time.perf_counter() - t0
