@@ -229,6 +229,48 @@ def test_a_capped_first_sweep_too_flat_to_choose_on_runs_again_at_full_length(ru
     assert "plain SGD" not in str(err.value)
 
 
+def test_a_capped_first_sweep_that_barely_learned_runs_again_longer_within_four_caps(runner, tmp_path, monkeypatch,
+                                                                                    caplog):
+    """Session 21's bag-of-words task under plain SGD: its 500 capped steps fell 2-4% and put the range's top at
+    0.57-0.79 (val 0.84-0.95); over its full 6 epochs the ranges topped out at 1-1.8 (0.94-0.95). A capped sweep
+    whose loss fell less than WEAK_SWEEP runs once more, over lr_sweep_len epochs but at most WEAK_SWEEP_LONGER
+    caps (the tune's cost stays bounded); one that learned more is used as it is."""
+    import ignite_seg.tuning.recipe as recipe
+    from ignite_seg.tuning.recipe import WEAK_SWEEP, WEAK_SWEEP_LONGER
+
+    choose, calls = recipe.choose_lr_range, []
+
+    def weak_first(*args, **kwargs):  # the first sweep (a real one) reads as barely learned
+        calls.append(len(args[0]))
+        got = choose(*args, **kwargs)
+        return dataclasses.replace(got, improvement=0.031) if len(calls) == 1 else got
+
+    monkeypatch.setattr(recipe, "choose_lr_range", weak_first)
+    # 96 items at batch 16: 6 steps an epoch; 80 epochs = 480 steps; capped at 960 examples -> the 120-step floor;
+    # the longer sweep: 4 x 960 examples = 240 steps, still short of the 480
+    settings = dataclasses.replace(SMALL, lr_sweep_len=80.0, lr_sweep_max_examples=960, rescan_lr_after_bs=False,
+                                   batch_pts=2, batch_rn_min_inits=1)
+    rf = RunFolder(tmp_path / "run")
+    with caplog.at_level("INFO", logger="ignite_seg"):
+        choose_recipe(runner, rf, settings, specs(), accuracy_style="classification",
+                      facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
+    assert WEAK_SWEEP_LONGER == 4 and calls == [120, 960 * WEAK_SWEEP_LONGER // 16]
+    step = strict_json(rf.hparams / "misc.json")["steps"]["lr_range"]
+    assert step["iterations"] == 240 and step["capped_by_max_examples"] is True
+    assert step["longer_after"] == (f"the sweep of 120 iterations (capped by lr_sweep_max_examples=960) improved its "
+                                    f"loss only 3.1% (under {WEAK_SWEEP:.0%}: too little learning to read a range on); "
+                                    "this one ran 4x lr_sweep_max_examples (240 iterations)")
+    assert step["relative_improvement"] >= WEAK_SWEEP  # the longer sweep's own, as measured
+    assert load(rf.hparams / "lr_vs_perf.npz")["lrs"].size == 240
+    assert any("improved its loss only 3.1%" in r.getMessage() for r in caplog.records)
+    # a sweep that learned (the blobs fall far more than 10% in 120 steps) is used as it is
+    calls.clear()
+    monkeypatch.setattr(recipe, "choose_lr_range", lambda *a, **k: calls.append(len(a[0])) or choose(*a, **k))
+    choose_recipe(runner, RunFolder(tmp_path / "other"), settings, specs(), accuracy_style="classification",
+                  facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
+    assert calls == [120]
+
+
 def test_validation_set_is_never_read_and_the_holdout_comes_from_training(runner, tmp_path):
     from tuner_tasks import read_log
 

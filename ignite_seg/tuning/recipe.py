@@ -79,6 +79,16 @@ logger = logging.getLogger(__name__)
 #: against 0.977-0.986 on the seeds whose range was not cut) and wine AdamW at batch 32. A range too high for
 #: the trials is the recipe check's to catch (it backs the rates off); one too low nothing else would see.
 RESCAN_AGREE = 10.0
+#: A first sweep cut short by ``lr_sweep_max_examples`` whose loss fell less than this fraction of its start barely
+#: learned: its slope carries too little to read a range on (five times the 2% the range rule needs at all). It runs
+#: once more over ``lr_sweep_len`` epochs, at most :data:`WEAK_SWEEP_LONGER` times the cap. Session 21: the
+#: bag-of-words EmbeddingBag task under plain SGD fell 2.2-4.4% in its 500 capped steps and its ranges topped out
+#: at 0.57-0.79 (val 0.838-0.946, the grid's best 0.953 at peaks 1-3); over its full 6 epochs (1014 steps) it fell
+#: 4.4-8.2%, the ranges topped out at 0.99-1.8 and the trials reached 0.938-0.952.
+WEAK_SWEEP = 0.10
+#: The longer sweep after a weak one sees at most this many times ``lr_sweep_max_examples`` examples: what a tune
+#: costs still does not grow with the dataset.
+WEAK_SWEEP_LONGER = 4
 
 
 def holdout_indices(n_train: int, settings: HyperparameterSettings, seed: int) -> np.ndarray:
@@ -197,7 +207,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
     # bench/RESULTS.md session 11, and cost as much as the first sweep)
     if t.s.rescan_lr_after_bs and batch_size != b0:
         try:
-            rescan = _lr_range_test(t, batch_size, "rescan")
+            rescan = _lr_range_test(t, batch_size, "rescan", t.s.lr_sweep_max_examples)
         except TuningError as exc:
             # the first sweep found a range and the batch runs trained with it: a rescan that cannot
             # choose (e.g. a sweep too short for a slow learner to show its drop) refines nothing, so
@@ -269,20 +279,33 @@ def _first_sweep(t: TuneRun) -> _Sweep:
 
 
 def _sweep_or_longer(t: TuneRun, b0: int) -> _Sweep:
-    """The first sweep at batch size ``b0``, once more at its full ``lr_sweep_len`` epochs when it was capped and
-    could not choose."""
+    """The first sweep at batch size ``b0``; once more at its full ``lr_sweep_len`` epochs when it was capped and
+    could not choose, or (at most :data:`WEAK_SWEEP_LONGER` times the cap) when it was capped and its loss fell less
+    than :data:`WEAK_SWEEP`."""
+    cap = t.s.lr_sweep_max_examples
+    plan = sweep_plan(t.s, t.n_fit, b0)
     try:
-        return _lr_range_test(t, b0, "lr")
+        sweep = _lr_range_test(t, b0, "lr", cap)
     except LossDidNotImprove as exc:
-        plan, full = sweep_plan(t.s, t.n_fit, b0), sweep_plan(dataclasses.replace(t.s, lr_sweep_max_examples=None),
-                                                              t.n_fit, b0)
         if not plan.capped:
             raise
-        why = (f"the sweep of {plan.iterations} iterations (capped by lr_sweep_max_examples="
-               f"{t.s.lr_sweep_max_examples}) could not choose a range ({str(exc).split('. ')[0]}); this one ran "
-               f"the full lr_sweep_len={t.s.lr_sweep_len:g} epochs ({full.iterations} iterations)")
+        full = sweep_plan(dataclasses.replace(t.s, lr_sweep_max_examples=None), t.n_fit, b0)
+        why = (f"the sweep of {plan.iterations} iterations (capped by lr_sweep_max_examples={cap}) could not choose "
+               f"a range ({str(exc).split('. ')[0]}); this one ran the full lr_sweep_len={t.s.lr_sweep_len:g} epochs "
+               f"({full.iterations} iterations)")
         logger.warning("LR range test: %s", why)
-        return _lr_range_test(t, b0, "lr", longer_after=why)
+        return _lr_range_test(t, b0, "lr", None, longer_after=why)
+    if not plan.capped or cap is None or sweep.choice.improvement >= WEAK_SWEEP:
+        return sweep
+    longer_cap = WEAK_SWEEP_LONGER * cap
+    longer = sweep_plan(dataclasses.replace(t.s, lr_sweep_max_examples=longer_cap), t.n_fit, b0)
+    span = (f"{WEAK_SWEEP_LONGER}x lr_sweep_max_examples" if longer.capped
+            else f"the full lr_sweep_len={t.s.lr_sweep_len:g} epochs")
+    why = (f"the sweep of {plan.iterations} iterations (capped by lr_sweep_max_examples={cap}) improved its loss "
+           f"only {sweep.choice.improvement:.1%} (under {WEAK_SWEEP:.0%}: too little learning to read a range on); "
+           f"this one ran {span} ({longer.iterations} iterations)")
+    logger.info("LR range test: %s", why)
+    return _lr_range_test(t, b0, "lr", longer_cap, longer_after=why)
 
 
 class _SweepKey(NamedTuple):
@@ -302,12 +325,13 @@ class _Sweep:
 
 
 def _lr_range_test(
-    t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], longer_after: str | None = None,
+    t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], max_examples: int | None,
+    longer_after: str | None = None,
 ) -> _Sweep:
-    """One LR range test; ``longer_after``: why this sweep runs its full ``lr_sweep_len`` epochs
-    (``lr_sweep_max_examples`` lifted), recorded."""
+    """One LR range test of ``lr_sweep_len`` epochs, at most ``max_examples`` examples (None: no cap);
+    ``longer_after``: why this sweep runs longer than ``lr_sweep_max_examples`` allows, recorded."""
     s = t.s
-    curves = _sweep(t, batch_size, stage, full_length=longer_after is not None)
+    curves = _sweep(t, batch_size, stage, max_examples)
     # on the held-out loss (no batch-to-batch noise) or the training loss; each repeat is cut where
     # its training loss diverged either way
     held_out = s.lr_choose_on == "holdout"
@@ -334,12 +358,11 @@ def _lr_range_test(
                   noise.running[keep])
 
 
-def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], full_length: bool = False) -> Curves:
-    """Run the sweep's repeats in parallel; their curves stacked; ``full_length``: ``lr_sweep_len``
-    epochs whatever ``lr_sweep_max_examples`` says."""
+def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], max_examples: int | None) -> Curves:
+    """Run the sweep's repeats in parallel; their curves stacked; ``lr_sweep_len`` epochs, at most
+    ``max_examples`` examples (None: no cap)."""
     s = t.s
-    # lr_sweep_len epochs, at most lr_sweep_max_examples examples (unless full_length)
-    plan = sweep_plan(dataclasses.replace(s, lr_sweep_max_examples=None) if full_length else s, t.n_fit, batch_size)
+    plan = sweep_plan(dataclasses.replace(s, lr_sweep_max_examples=max_examples), t.n_fit, batch_size)
     iterations = plan.iterations
     # each repeat from its own seeded initialisation (lr_min_inits of them), or all from one
     init_seeds = [derive_seed(t.seed, "lr-init") if s.lr_shared_init else derive_seed(t.seed, f"{stage}-init", r)
@@ -359,7 +382,7 @@ def _sweep(t: TuneRun, batch_size: int, stage: Literal["lr", "rescan"], full_len
     logger.info("LR range test%s: %d repeat(s), lr %.3g -> %.3g over %d iterations at batch size %d%s, the held-out "
                 "slice measured %d times per repeat (every %d steps)", " (rescan)" if stage == "rescan" else "",
                 len(tasks), s.lr_start, s.lr_end, iterations, batch_size,
-                f" (capped by lr_sweep_max_examples={s.lr_sweep_max_examples}; {s.lr_sweep_len:g} epochs would be more)"
+                f" (capped at {max_examples} examples; {s.lr_sweep_len:g} epochs would be more)"
                 if plan.capped else "", plan.holdout_evals, plan.holdout_every)
     results = run_tasks(t, run_lr_sweep, tasks, "tune: LR rescan" if stage == "rescan" else "tune: LR range test",
                          stage, lambda task, err: LRSweepResult(task.key, "failed", error=err))
