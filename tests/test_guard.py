@@ -195,6 +195,31 @@ def test_a_trial_that_learned_nothing_from_its_inputs_is_flagged_in_the_caller_l
     assert "learned nothing" not in render_markdown(summary_info({}, {}, None, old, throughtimes=tt))
 
 
+def test_a_run_whose_inputs_are_blank_says_so_in_its_report_and_draws_the_constant_on_its_loss_panel(tmp_path):
+    """End to end (train(), 2 trials in workers, the folder analysed): summary.md's warning, summary.json's list,
+    each result.json's constant and the through-time figure's line at their median."""
+    import json
+
+    from helpers import CE
+
+    import ignite_seg
+    from ignite_seg.analysis import extract
+    from ignite_seg.analysis.snapshot import Snapshot
+
+    hp = FixedHyperparameters(lr_start=0.1, lr_end=0.5, batch_size=16, cycle_size_epochs=2, epochs=4)
+    folder = tmp_path / "run"
+    ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blank_inputs", (), {}), CE, folder=folder,
+                     hyperparameters=hp, analysis="text", trials=2, cores=2, seed=0)
+    constants = [json.loads((folder / "trials" / str(t) / "result.json").read_text())["constant_loss_train"]
+                 for t in (0, 1)]
+    assert all(0.9 < c < 1.1 for c in constants)  # near ln 3 (3 classes, 48 items)
+    assert "learned nothing from the inputs**: 2 trial(s)" in (folder / "analysis" / "summary.md").read_text()
+    listed = json.loads((folder / "analysis" / "summary.json").read_text())["trials"]["train_loss_at_constant"]
+    assert [d["trial_id"] for d in listed] == [0, 1]
+    info = extract.throughtime_of(Snapshot(str(folder)))
+    assert info.constant_train == pytest.approx(float(np.median(constants)))
+
+
 def test_a_trial_that_learned_and_then_lost_it_all_says_how_low_it_had_been():
     """A spike that undid training (smooth_digits, plain SGD: ~0.05 back to 2.30): the line names the lowest loss; a
     trial whose loss rose above its start is a Rise, not this."""

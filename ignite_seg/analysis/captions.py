@@ -7,7 +7,7 @@ trials, which band: a min–max spread or a 95% CI, and in which space); the fig
 from __future__ import annotations
 
 from ..engine.schedule_text import describe_schedule
-from ._mpl import band_phrase, count_text
+from ._mpl import band_phrase, count_text, fmt
 from .curves import MINMAX_BELOW, ThroughTimeInfo
 from .lr import LRSweepInfo, ScheduleInfo
 from .metrics import MetricsInfo
@@ -44,8 +44,11 @@ def throughtime_caption(info: ThroughTimeInfo) -> str:
         band = (f"band: {band_phrase(nt, 'trials', False)} across trials: losses' {SPACE_NOTES['log']}, "
                 f"perf's {SPACE_NOTES['unit']}")
     more = "; every other named validation set (dashed): its mean and band" if info.more_val else ""
+    constant = (" Grey dashed: the training loss of the best constant output (one output for every item, "
+                f"{fmt(info.constant_train)}): a training curve on it learned nothing from its inputs."
+                if info.constant_train is not None else "")
     return (f"Loss and perf on fixed train/val subsets: each trial (thin) and their mean; {band}{more}."
-            + stops_phrase(info.stops, n) + best_phrase(info))
+            + constant + stops_phrase(info.stops, n) + best_phrase(info))
 
 
 def stops_phrase(stops: tuple[tuple[int, float], ...], n: int) -> str:

@@ -58,6 +58,9 @@ class ThroughTimeInfo(NamedTuple):
     #: The early stops the trials recorded (``result.json``; the summary counts the same); ``None``: read
     #: them off the curves (a trial whose curves end before the last point; misses the one that ends last)
     recorded_stops: tuple[tuple[int, float], ...] | None = None
+    #: The best constant output's loss on the trials' training subsets (their ``result.json``
+    #: ``constant_loss_train``, the median; None: not recorded): a training curve on it learned nothing.
+    constant_train: float | None = None
 
     @property
     def counts(self) -> np.ndarray:
@@ -102,12 +105,14 @@ def curve_set(tt: Mapping[str, np.ndarray], key: str) -> CurveSet:
 
 def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classification",
                      keys: ResultKeys | None = None, best: BestMarks | None = None,
-                     stops: tuple[tuple[int, float], ...] | None = None) -> ThroughTimeInfo | None:
+                     stops: tuple[tuple[int, float], ...] | None = None,
+                     constant_train: float | None = None) -> ThroughTimeInfo | None:
     """Curves of every completed trial with their mean ± 95% band; ``None`` without completed trials.
 
     ``keys``: the run's validation sets (default: one, ``val``); those without curves are left out.
     ``best``: the trials' best checkpoints (marked when chosen by ``loss`` or ``perf``).
     ``stops``: the early stops the trials recorded (None: read off the curves).
+    ``constant_train``: the best constant output's loss on the training subsets (a line on the loss panel).
     """
     epochs = np.asarray(tt.get("epochs", np.zeros(0)), dtype=np.float64)
     ids = np.asarray(tt.get("trial_ids", np.zeros(0)), dtype=np.int64)
@@ -118,7 +123,8 @@ def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classi
                  for s in keys.val_splits[1:] if f"losses_{s}" in tt and f"perfs_{s}" in tt)
     cs = functools.partial(curve_set, tt)
     return ThroughTimeInfo(epochs, ids, cs("losses_train"), cs("losses_val"), cs("perfs_train"), cs("perfs_val"),
-                           PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more, best, stops)
+                           PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more, best, stops,
+                           constant_train)
 
 
 def _upto(cset: CurveSet, upto: int | None) -> CurveSet:
@@ -202,7 +208,10 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
     ax.set_xlim(info.epochs[0], info.epochs[-1])
     ax.set_xlabel("epoch")
     if which == "loss":
-        every = np.concatenate([c.trials.ravel() for c in shown])
+        constant = [] if info.constant_train is None else [info.constant_train]
+        if constant:
+            ax.axhline(constant[0], color="grey", ls="--", lw=1, label=f"best constant output, train ({fmt(constant[0])})")
+        every = np.concatenate([c.trials.ravel() for c in shown] + [np.asarray(constant, dtype=np.float64)])
         every = every[np.isfinite(every)]
         if every.size and every.min() > 0 and every.max() / every.min() > 20:
             ax.set_yscale("log")

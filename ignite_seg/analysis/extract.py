@@ -5,6 +5,7 @@ are pure.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,11 @@ def throughtime_of(snap: Snapshot) -> ThroughTimeInfo | None:
     tt = snap.throughtimes
     if tt is None:
         return None
-    return throughtime_info(tt, snap.style, snap.keys, snap.best_marks, snap.completed_stops(tt))
+    ids = set(np.asarray(tt.get("trial_ids", ())).tolist())
+    constants = [r.constant_loss_train for r in snap.trial_records
+                 if r.trial_id in ids and r.constant_loss_train is not None and math.isfinite(r.constant_loss_train)]
+    return throughtime_info(tt, snap.style, snap.keys, snap.best_marks, snap.completed_stops(tt),
+                            float(np.median(constants)) if constants else None)
 
 
 def metrics_of(snap: Snapshot) -> MetricsInfo | None:

@@ -183,6 +183,24 @@ def test_plot_throughtime_every_trial_and_ci_band():
     assert fig.axes[0].get_xlabel() == "epoch" and fig.axes[1].get_ylabel() == "accuracy"
 
 
+def test_plot_throughtime_draws_the_best_constant_outputs_training_loss_when_recorded():
+    """The trials' constant_loss_train (median) as a grey dashed line on the loss panel, in view, named in the legend
+    and the caption; none without it (older folders, unmeasurable models)."""
+    from ignite_seg.analysis.captions import throughtime_caption
+
+    top = float(np.nanmax(TT["losses_train"]))
+    info = throughtime_info(TT, constant_train=2 * top)
+    fig = plot_throughtime(info)
+    _png(fig)
+    assert f"best constant output, train ({2 * top:.3g})" in _legend_texts(fig)
+    assert fig.axes[0].get_ylim()[1] >= 2 * top  # the line is in view above every curve
+    assert not any("best constant" in ln.get_label() for ln in fig.axes[1].get_lines())  # the loss panel only
+    assert "Grey dashed: the training loss of the best constant output" in throughtime_caption(info)
+    plain = throughtime_info(TT)
+    assert plain.constant_train is None and "Grey dashed" not in throughtime_caption(plain)
+    assert not any("best constant" in t for t in _legend_texts(plot_throughtime(plain)))
+
+
 @pytest.mark.parametrize("n", [1, 4, 12])
 def test_plot_final_distribution_any_n(n):
     res = {"trial_ids": np.arange(n), "final_perf_val": np.linspace(0.8, 0.9, n)}
