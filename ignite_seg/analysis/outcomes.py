@@ -18,7 +18,8 @@ from ._mpl import PERF_LABELS, fmt
 
 __all__ = ["TrialBest", "Outcomes", "outcomes_info", "best_label", "epoch_text", "outcome_lines", "outcome_table",
            "outcomes_json", "TABLE_UP_TO", "BestMarks", "best_marks", "Rise", "loss_rise", "rising_trials", "rise_lines",
-           "Dead", "ended_at_constant", "dead_trials", "had_learned", "dead_advice", "dead_lines", "Peak", "PEAK_TOL", "val_peak", "peaked_trials", "peak_lines"]
+           "Dead", "ended_at_constant", "dead_trials", "had_learned", "dead_advice", "dead_lines", "Peak", "PEAK_TOL",
+           "val_peak", "peaked_trials", "peak_lines"]
 
 #: Up to this many completed trials the summary lists each in a table; above, condensed lines.
 TABLE_UP_TO = 8
@@ -280,10 +281,9 @@ def dead_trials(throughtimes: Mapping[str, Any] | None, records: Sequence[TrialR
     """The trials of ``throughtimes.npz`` whose training loss ended at their record's constant output's loss."""
     constants = {r.trial_id: r.constant_loss_train for r in records}
     epochs = (throughtimes or {}).get("epochs", ())
-    found = _per_trial(throughtimes, "losses_train", lambda row: row)
     out = []
-    for tid, row in found:
-        c = constants.get(tid)
+    for tid, row in _per_trial(throughtimes, "losses_train", lambda row: row):
+        c = constants.get(tid)  # None (an older folder, an output it could not measure): never a hit
         hit = ended_at_constant(epochs, row, c)
         if hit is not None and c is not None:
             out.append(Dead(tid, float(c), *hit))
