@@ -59,6 +59,14 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
 * ``tabular_mixed`` (session 20): three categorical columns (10, 50 and 200 levels, carried as float codes) and 8
   numeric ones; 3 classes from category effects plus a numeric rule (3,000 + 1,000); embeddings + an MLP.
 
+* ``weighted_classes`` (session 21, added to look for new failures, before any change): ``make_classification`` with 4
+  classes at 70/15/10/5% (3,000 + 1,000 items, 20 features, 2% labels flipped), standardised; ``CrossEntropyLoss``
+  with the inverse-share class weights a user sets for imbalance (the loss is not what accuracy measures); an MLP;
+* ``huber_multi`` (session 21): three regression targets in their own units (scales about 1, 5 and 20; the third
+  with Student-t noise) from 12 features (2,500 + 500), ``HuberLoss``; a SiLU MLP (``accuracy_style="inv-loss"``);
+* ``groupnorm_cnn`` (session 21): 3x16x16 colour images of 4 classes (red or blue dominant x horizontal or vertical
+  stripes, random phase and period, noise; 2,000 + 500) through a CNN with GroupNorm and a global average pool.
+
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
 from __future__ import annotations
@@ -671,9 +679,74 @@ def tabular_mixed_model() -> nn.Module:
     return MixedTabular()
 
 
-REGRESSION = ("diabetes", "friedman", "raw_diabetes", "sparse_regression", "autoencoder", "outliers_l1", "adding")
-LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}, "outliers_l1": "L1Loss"}
-LOSS_KWARGS = {"smooth_digits": {"label_smoothing": 0.1}}
+def weighted_classes_dataset() -> tuple[TensorDataset, TensorDataset]:
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(n_samples=4000, n_features=20, n_informative=10, n_classes=4,
+                               weights=[0.70, 0.15, 0.10, 0.05], flip_y=0.02, class_sep=1.0, random_state=61)
+    x = x.astype(np.float32)
+    xt, yt, xv, yv = x[1000:], y[1000:], x[:1000], y[:1000]
+    mu, sd = xt.mean(0), xt.std(0) + 1e-6
+    return (TensorDataset(torch.tensor((xt - mu) / sd), torch.tensor(yt)),
+            TensorDataset(torch.tensor((xv - mu) / sd), torch.tensor(yv)))
+
+
+def weighted_classes_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+
+
+#: 1 / (classes x share): the weights a user computes from the design's 70/15/10/5% shares
+CLASS_WEIGHTS = torch.tensor([1 / (4 * w) for w in (0.70, 0.15, 0.10, 0.05)])
+
+
+def huber_multi_dataset() -> tuple[TensorDataset, TensorDataset]:
+    g = np.random.default_rng(62)
+    n = 3000
+    x = g.normal(0, 1, (n, 12)).astype(np.float32)
+    y1 = np.sin(x[:, 0]) + np.sin(2 * x[:, 1]) + 0.1 * g.normal(size=n)
+    y2 = 5 * (x[:, 2] * x[:, 3] + 0.5 * x[:, 4] ** 2) + 0.5 * g.normal(size=n)
+    y3 = 20 * (0.6 * x[:, 5] - 0.4 * x[:, 6] + 0.3 * np.abs(x[:, 7])) + 4 * g.standard_t(3, size=n)
+    y = np.stack([y1, y2, y3], axis=1).astype(np.float32)
+    return (TensorDataset(torch.tensor(x[500:]), torch.tensor(y[500:])),
+            TensorDataset(torch.tensor(x[:500]), torch.tensor(y[:500])))
+
+
+def huber_multi_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(12, 64), nn.SiLU(), nn.Linear(64, 64), nn.SiLU(), nn.Linear(64, 3))
+
+
+def _stripes(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = np.random.default_rng(seed)
+    y = g.integers(0, 4, n)
+    rows = np.arange(16)[None, :, None]
+    cols = np.arange(16)[None, None, :]
+    period = g.uniform(3, 6, (n, 1, 1))
+    phase = g.uniform(0, 2 * np.pi, (n, 1, 1))
+    vertical = (y % 2 == 1)[:, None, None]
+    pattern = 0.5 + 0.5 * np.sin(2 * np.pi * np.where(vertical, cols, rows) / period + phase)
+    img = g.normal(0, 0.35, (n, 3, 16, 16)) + 0.3
+    red = (y < 2)
+    img[red, 0] += pattern[red]
+    img[~red, 2] += pattern[~red]
+    img[:, 1] += 0.5 * pattern * g.uniform(0, 1, (n, 1, 1))  # a green distractor on every class
+    return torch.tensor(img, dtype=torch.float32), torch.tensor(y)
+
+
+def groupnorm_cnn_dataset() -> tuple[TensorDataset, TensorDataset]:
+    return TensorDataset(*_stripes(2000, 63)), TensorDataset(*_stripes(500, 64))
+
+
+def groupnorm_cnn_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(16, 32, 3, padding=1), nn.GroupNorm(8, 32), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 4))
+
+
+REGRESSION = ("diabetes", "friedman", "raw_diabetes", "sparse_regression", "autoencoder", "outliers_l1", "adding",
+              "huber_multi")
+LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}, "outliers_l1": "L1Loss",
+          "huber_multi": "HuberLoss"}
+LOSS_KWARGS = {"smooth_digits": {"label_smoothing": 0.1}, "weighted_classes": {"weight": CLASS_WEIGHTS}}
 STYLES = {"tags": "multiclass", **{name: "inv-loss" for name in REGRESSION}}
 UNSEEN_TASKS = {
     name: {"model": ("bench.tq_unseen_tasks", f"{name}_model", (), {}),
@@ -683,5 +756,5 @@ UNSEEN_TASKS = {
     for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare",
                  "raw_diabetes", "tags", "many_classes", "gru", "hastie", "sparse_regression", "waves",
                  "noisy_labels", "deep_plain", "res_digits", "autoencoder", "logistic", "outliers_l1", "smooth_digits",
-                 "adding", "bag_of_words", "tabular_mixed")
+                 "adding", "bag_of_words", "tabular_mixed", "weighted_classes", "huber_multi", "groupnorm_cnn")
 }
