@@ -297,7 +297,8 @@ def had_learned(d: Dead) -> bool:
 
 #: What to do about a trial that had learned and lost it, and one that never learned (the log's and the summary's).
 SPIKE_ADVICE = ("a loss spike can undo training (plain SGD on a network without normalisation): lower the learning "
-                "rates, clip the gradients (`grad_clip_norm`) or run the trial again")
+                "rates, clip the gradients (`grad_clip_norm`), or add trials with other seeds "
+                "(`train(..., is_continuation=True, trials=N)`)")
 BLIND_ADVICE = "check that the inputs reach the model (and differ between items) and that the learning rates train it"
 
 
