@@ -263,6 +263,12 @@ def test_a_capped_first_sweep_that_barely_learned_runs_again_longer_within_four_
     assert step["relative_improvement"] >= WEAK_SWEEP  # the longer sweep's own, as measured
     assert load(rf.hparams / "lr_vs_perf.npz")["lrs"].size == 240
     assert any("improved its loss only 3.1%" in r.getMessage() for r in caplog.records)
+    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
+
+    md = render_markdown(summary_info({"hp_kind": "tuned"}, strict_json(rf.hparams / "final.json"), None, [],
+                                      TunerFiles(misc=strict_json(rf.hparams / "misc.json"))))
+    lr_line = next(ln for ln in md.splitlines() if ln.startswith("- **learning rate**"))
+    assert "; a longer sweep: the sweep of 120 iterations (capped by lr_sweep_max_examples=960) improved" in lr_line
     # a sweep that learned (the blobs fall far more than 10% in 120 steps) is used as it is
     calls.clear()
     monkeypatch.setattr(recipe, "choose_lr_range", lambda *a, **k: calls.append(len(a[0])) or choose(*a, **k))

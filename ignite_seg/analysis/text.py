@@ -180,9 +180,13 @@ def summary_info(
 
 
 def _lr_how(steps: MiscSteps) -> str | None:
-    """How the trials' learning rates were reached: the schedule's mapping of the tuned range, then any division by
-    the recipe check (its back-offs) or the length check (its cooler recipe), which the range alone does not show."""
+    """How the trials' learning rates were reached: the schedule's mapping of the tuned range, the longer sweep it was
+    read on (when the capped one could not choose or barely learned), then any division by the recipe check (its
+    back-offs) or the length check (its cooler recipe), which the range alone does not show."""
     how = [steps.schedule.lr_how] if steps.schedule is not None and steps.schedule.lr_how else []
+    used = steps.used_lr_range
+    if used is not None and used.longer_after:  # the capped sweep could not choose, or barely learned
+        how.append(f"a longer sweep: {used.longer_after}")
     g, length = steps.guard, steps.length
     if g is not None and g.backoffs and g.backoff_factor:
         how.append(f"then / {g.backoff_factor ** g.backoffs:.3g} by the recipe check ({g.backoffs} back-off(s))")
