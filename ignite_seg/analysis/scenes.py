@@ -276,7 +276,8 @@ def _training(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=LEGEND, frameon=False)
     # a loss curve starts high: the lower left corner of the loss panel stays free
-    clock = axes[0].text(0.02, 0.03, "", transform=axes[0].transAxes, fontsize=10, weight="bold")
+    clock = axes[0].text(0.02, 0.03, "", transform=axes[0].transAxes, fontsize=10, weight="bold", zorder=5,
+                         bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1.5})  # over any line
 
     def update(k: int) -> None:
         x = info.epochs[0] + _progress(k, n) * (info.epochs[-1] - info.epochs[0])
