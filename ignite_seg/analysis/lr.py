@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["LRSweepInfo", "lr_sweep_info", "plot_lr_sweep", "ScheduleInfo", "schedule_info", "plot_schedule",
-           "draw_lr_sweep_panel", "mark_range_and_divergence"]
+           "draw_lr_sweep_panel", "mark_range_and_divergence", "mark_constant"]
 
 
 class LRSweepInfo(NamedTuple):
@@ -97,6 +97,14 @@ def mark_range_and_divergence(ax: Axes, info: LRSweepInfo, legend: bool) -> None
                    label=(f"diverged ({div.size} of {info.n_repeats} repeats)" if legend and k == 0 else None))
 
 
+def mark_constant(ax: Axes, info: LRSweepInfo, legend: bool = True) -> None:
+    """The held-out loss of the best constant output, a grey dashed line (nothing when it was not measured): a floor at
+    this level is the trivial one (the plateau rule), the network learned only its offset."""
+    if info.constant_loss is not None:
+        ax.axhline(info.constant_loss, color="grey", ls="--", lw=1,
+                   label=f"best constant output ({fmt(info.constant_loss)})" if legend else None)
+
+
 def _loss_ylim(ax: Axes, info: LRSweepInfo) -> None:
     finite = info.losses[np.isfinite(info.losses)]
     if finite.size:
@@ -131,10 +139,8 @@ def draw_lr_sweep_panel(ax: Axes, info: LRSweepInfo, which: str, upto: int | Non
         ax.plot([], [], " ", label="mean and band end where most repeats diverged")
     if marks:
         mark_range_and_divergence(ax, info, legend)
-        if which == "loss" and info.constant_loss is not None:
-            # a floor at this level is the trivial one (the plateau rule): the network learned only its offset
-            ax.axhline(info.constant_loss, color="grey", ls="--", lw=1,
-                       label=f"best constant output ({fmt(info.constant_loss)})" if legend else None)
+        if which == "loss":
+            mark_constant(ax, info, legend)
     ax.set_xscale("log")
     ax.set_xlim(info.lrs[0], info.lrs[-1])
     wide_log_axis(ax.xaxis, info.lrs[0], info.lrs[-1])

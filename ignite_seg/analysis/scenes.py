@@ -22,7 +22,7 @@ from .batch import BatchInfo, draw_batch_size
 from .captions import schedule_caption, throughtime_caption
 from .curves import draw_final_distribution, draw_throughtime_panel
 from .hidden import draw_pca, pca_at, pca_limit
-from .lr import LRSweepInfo, draw_lr_sweep_panel, mark_range_and_divergence, style_schedule_axes
+from .lr import LRSweepInfo, draw_lr_sweep_panel, mark_constant, mark_range_and_divergence, style_schedule_axes
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -71,8 +71,10 @@ def lr_scene_caption(lr: LRSweepInfo, used: LRRangeStep | None) -> str:
     lo, hi = lr.lr_range
     where = ("the top of the floor the loss sat on before diverging (the plateau rule)" if used is not None
              and used.plateau_lr else "where the smoothed loss falls fastest")
+    constant = (f" Grey dashed: the held-out loss of the best constant output ({fmt(lr.constant_loss)})."
+                if lr.constant_loss is not None else "")
     return (f"LR range test: the LR grows geometrically from {fmt(lr.lrs[0])} to {fmt(lr.lrs[-1])} "
-            f"({lr.n_repeats} repeats). Green: the chosen range [{fmt(lo)}, {fmt(hi)}], {where}.")
+            f"({lr.n_repeats} repeats). Green: the chosen range [{fmt(lo)}, {fmt(hi)}], {where}.{constant}")
 
 
 def scene_plan(folder: str | Snapshot, fps: int, hidden: bool = True) -> list[Scene]:
@@ -221,6 +223,8 @@ def _lr_sweep(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
     reveal, marks = _Reveal(), []
     for ax, which in zip(axes, ("loss", "perf")):
         reveal.add(ax, _new_artists(ax, partial(draw_lr_sweep_panel, ax, info, which, marks=False)))
+        if which == "loss":  # measured before the sweep starts: in view from the first frame
+            mark_constant(ax, info)
         marks += _new_artists(ax, partial(mark_range_and_divergence, ax, info, legend=True))
         ax.set_title(f"{which} vs learning rate", fontsize=10)
     _shared_sweep_legend(fig, axes)

@@ -208,3 +208,9 @@ def test_the_lr_scene_names_the_plateau_rule_when_it_placed_the_range():
     floor = lr_scene_caption(info, LRRangeStep(lr_min=0.003, lr_max=0.05, plateau_lr=[1e-4, 0.05],
                                                plateau_perf=[0.45, 0.84], constant_loss=0.19, plateau_at_constant=True))
     assert floor.endswith("[0.003, 0.05], the top of the floor the loss sat on before diverging (the plateau rule).")
+    # the constant's loss measured on the held-out curve: the scene draws its line and the caption names it
+    arrays = lr_sweep_arrays()
+    measured = lr_sweep_info({**arrays, "holdout_losses": arrays["losses"], "choice_curve": np.array("holdout_losses"),
+                              "holdout_losses_smoothed": arrays["losses_smoothed"], "constant_loss": np.array(1.1)})
+    assert lr_scene_caption(measured, None).endswith(
+        "falls fastest. Grey dashed: the held-out loss of the best constant output (1.1).")
