@@ -6,8 +6,9 @@ For ``--task T --recipe R`` in one run on one 2-worker pool:
 1. **grid** of the recipe family (cached in ``--cache`` as ``goals_grid_<R>_<T>.json``; the SGD recipe
    reuses issue 18's ``grid_<T>.json`` where it exists): ``--peaks`` peak LRs x ``--batches`` x 2 seeds,
    the tuner's epochs (:func:`bench.tune_quality._epochs`). SGD cells: triangular from peak / 3 to the
-   peak (issue 18's family); AdamW cells: ``lr_start = peak / 10``, ``lr_end = peak``, the recipe's
-   schedule, warmup and weight decay, ``cycle_size_epochs = epochs``;
+   peak (issue 18's family); the other recipes' cells (AdamW, momentum SGD): ``lr_start = peak / 10``,
+   ``lr_end = peak``, the recipe's optimizer, momentum, schedule, warmup and weight decay,
+   ``cycle_size_epochs = epochs``;
 2. **re-evaluation** (cached, ``goals_reeval_<R>_<T>.json``): the grid's ``--top`` best cells with
    ``--reeval-seeds`` fresh seeds (the grid best is the maximum of many noisy means);
 3. **tune** with ``fast`` + the recipe (seed ``--seed``), then 2 trials of the tuned recipe;
@@ -52,6 +53,10 @@ RECIPES = {
     "sgd-clip": {"grad_clip_norm": 1.0},
     "adamw-cosine-clip": {"optimizer": "adamw", "weight_decay": 0.01, "schedule": "cosine", "warmup_epochs": 2.0,
                           "grad_clip_norm": 1.0},
+    # the image classifier's recipe users bring most (torchvision's references: SGD, momentum 0.9, weight decay,
+    # cosine from the first step); session 22, added before any tune of it was looked at
+    "sgd-momentum-cosine": {"optimizer": "sgd", "momentum": 0.9, "weight_decay": 5e-4, "schedule": "cosine",
+                            "warmup_epochs": 0.0},
 }
 #: issue 18's grid size, the base of the compute share
 GRID_CELLS = 100
@@ -76,7 +81,7 @@ def cell_hparams(recipe: str, peak: float, batch: int, epochs: int, cycle: float
     return FixedHyperparameters(lr_start=peak / 10, lr_end=peak, batch_size=batch, cycle_size_epochs=float(epochs),
                                 epochs=epochs, optimizer=r["optimizer"], weight_decay=r["weight_decay"],
                                 schedule=r["schedule"], warmup_epochs=r["warmup_epochs"],
-                                betas=r.get("betas", (0.9, 0.999)))
+                                betas=r.get("betas", (0.9, 0.999)), momentum=r.get("momentum", 0.0))
 
 
 def perfs_of(outcomes: list[Any]) -> np.ndarray:
