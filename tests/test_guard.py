@@ -68,6 +68,24 @@ def test_peak_first_schedules_peak_inside_the_range():
         schedule_lrs("cosine", 0.1, 0.01)
 
 
+def test_a_peak_first_peak_is_lifted_towards_a_decade_below_the_divergence():
+    # a range that ends far below where the sweep diverged: the peak rises to a decade below it...
+    lifted = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=0.5)
+    assert lifted.lr_end == pytest.approx(0.05) and lifted.lr_start == pytest.approx(0.005)
+    assert "lifted to 10x below where the sweep diverged (0.05; the sweep diverged at 0.5)" in lifted.mapping
+    # ... never above the range's top
+    top = schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=5.0)
+    assert top.lr_end == pytest.approx(0.1) and "lifted to the top (0.1" in top.mapping
+    # a decade below the divergence lies under the centre, or no repeat diverged: the centre
+    for diverged in (0.2, None, float("nan")):
+        lrs = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=diverged)
+        assert lrs.lr_end == pytest.approx(10**-1.5) and "lifted" not in lrs.mapping and not lrs.lifted
+    # a schedule that does not anneal its peak away (held, or not measured) keeps the centre
+    for name in ("constant", "one-cycle"):
+        assert schedule_lrs(name, 0.01, 0.1, diverged_lr=5.0).lr_end == pytest.approx(10**-1.5)
+    assert schedule_lrs("triangular", 0.01, 0.1, diverged_lr=5.0)[:2] == (0.01, 0.1)  # cycles over the whole range
+
+
 # -- real short runs in worker processes ----------------------------------------------------------
 def _tune_run(runner, tmp_path, dataset, model, loss):
     specs = {"model": normalize_spec(("tasks", model, (), {}), "model_loader"),

@@ -142,6 +142,12 @@ def test_train_custom_settings_search_and_rescan(tmp_path):
         assert misc["steps"]["lr_rescan"]["pooled_repeats"] == 0 and misc["steps"]["lr_rescan"]["repeats_ok"] == 2
     check_lr_file(lr, SMALL, 2)
     assert [final["lr_start"], final["lr_end"]] == pytest.approx(lr["lr_range"].tolist())
+    # where the used sweep first diverged is kept; the triangular schedule cycles over the range whatever it is
+    used = misc["steps"]["lr_rescan" if bool(lr["rescan"]) else "lr_range"]
+    cut = [c for c in used["cut_lr"] if c is not None and math.isfinite(c)]
+    sched = misc["steps"]["schedule"]
+    assert sched["diverged_lr"] == (pytest.approx(min(cut)) if cut else None)
+    assert sched["peak_lifted"] is False
     assert {"lr_range", "batch_size", "schedule"} <= set(misc["steps"])
     assert misc["compute"]["examples"]["batch"] > 0 and misc["compute"]["total_task_seconds"] > 0
     assert final["epochs"] == SMALL.max_epochs  # 96 items: 30k examples would be 312 epochs, capped
@@ -219,14 +225,20 @@ def test_a_capped_first_sweep_too_flat_to_choose_on_runs_again_at_full_length(ru
         choose_recipe(runner, RunFolder(tmp_path / "other"), uncapped, specs(), accuracy_style="classification",
                       facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
     assert calls == [240]
-    # plain SGD is told what moves a deep network (session 19: an 8-layer ReLU MLP at chance at every peak); with
-    # momentum, nothing more is said
+    # SGD is told what moves a deep network (an 8-layer ReLU MLP: at chance at every peak with plain SGD, session 19;
+    # no fall over a whole sweep with momentum 0.9, session 22): plain SGD momentum or AdamW, momentum SGD AdamW
     assert "With plain SGD (no momentum)" in str(err.value) and "optimizer='adamw'" in str(err.value)
     calls.clear()
     with pytest.raises(TuningError, match="did not improve") as err:
         choose_recipe(runner, RunFolder(tmp_path / "third"), dataclasses.replace(uncapped, momentum=0.9), specs(),
                       accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
-    assert "plain SGD" not in str(err.value)
+    assert "plain SGD" not in str(err.value) and "momentum=0.9, a deep network" in str(err.value)
+    assert str(err.value).endswith("optimizer='adamw', weight_decay=0.01).")
+    calls.clear()
+    with pytest.raises(TuningError, match="did not improve") as err:
+        choose_recipe(runner, RunFolder(tmp_path / "fourth"), dataclasses.replace(uncapped, optimizer="adamw"), specs(),
+                      accuracy_style="classification", facts={"n_train": 96, "n_val": 48}, seed=3, device="cpu")
+    assert "SGD" not in str(err.value)
 
 
 def test_a_capped_first_sweep_that_barely_learned_runs_again_longer_within_four_caps(runner, tmp_path, monkeypatch,

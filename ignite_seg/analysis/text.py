@@ -180,10 +180,15 @@ def summary_info(
 
 
 def _lr_how(steps: MiscSteps) -> str | None:
-    """How the trials' learning rates were reached: the schedule's mapping of the tuned range, the longer sweep it was
-    read on (when the capped one could not choose or barely learned), then any division by the recipe check (its
-    back-offs) or the length check (its cooler recipe), which the range alone does not show."""
-    how = [steps.schedule.lr_how] if steps.schedule is not None and steps.schedule.lr_how else []
+    """How the trials' learning rates were reached: the schedule's mapping of the tuned range (a decaying schedule's
+    peak lifted towards a decade below the sweep's divergence), the longer sweep it was read on (when the capped one
+    could not choose or barely learned), then any division by the recipe check (its back-offs) or the length check
+    (its cooler recipe), which the range alone does not show."""
+    sch = steps.schedule
+    how = [sch.lr_how] if sch is not None and sch.lr_how else []
+    if sch is not None and sch.peak_lifted and sch.diverged_lr:
+        how.append(f"the peak lifted above the range's centre, towards a decade below where the sweep diverged "
+                   f"({_short(sch.diverged_lr)})")
     used = steps.used_lr_range
     if used is not None and used.longer_after:  # the capped sweep could not choose, or barely learned
         how.append(f"a longer sweep: {used.longer_after}")

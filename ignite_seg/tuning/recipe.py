@@ -135,8 +135,8 @@ def choose_recipe(
     sweep = _first_sweep(t)  # 1. at the initial batch size
     sweep.file.write(t.hparams / LR_NPZ)
     batch_size = _choose_batch_size(t, sweep)  # 2. noise scale, then batch-size candidates
-    lr_min, lr_max, lr_how = _final_lr_range(t, sweep, batch_size)  # 3. optional rescan at that batch size
-    final = _schedule(t, lr_min, lr_max, lr_how, batch_size)  # 4. schedule
+    lr_min, lr_max, lr_how, diverged = _final_lr_range(t, sweep, batch_size)  # 3. optional rescan at that batch size
+    final = _schedule(t, lr_min, lr_max, lr_how, batch_size, diverged)  # 4. schedule
     final = guard_recipe(t, final)  # 5. a short run must improve on its start, else back off
     final = check_length(t, final)  # 6. no longer than the held-out perf keeps up
     t.misc.finish(time.perf_counter() - t_start, final.to_dict())
@@ -197,8 +197,9 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
     return batch_size
 
 
-def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, float, str]:
-    """The range rescanned at ``batch_size`` (``rescan_lr_after_bs``), or the first one scaled to it."""
+def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, float, str, float | None]:
+    """The range rescanned at ``batch_size`` (``rescan_lr_after_bs``), or the first one scaled to it, how it was
+    obtained, and the LR where that sweep's first repeat diverged, at ``batch_size`` (None: none diverged)."""
     b0 = t.s.initial_batch_size
     scaled = (f"swept at batch size {b0}, the chosen one" if batch_size == b0
               else f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})")
@@ -222,7 +223,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
                 rescan.file.write(t.hparams / LR_NPZ)
                 lr_how = f"rescanned at batch size {batch_size}"
                 logger.info("learning rates %.4g -> %.4g (%s)", rescan.choice.lr_min, rescan.choice.lr_max, lr_how)
-                return rescan.choice.lr_min, rescan.choice.lr_max, lr_how
+                return rescan.choice.lr_min, rescan.choice.lr_max, lr_how, _first_divergence(rescan.choice)
             why = (f"the rescan at batch size {batch_size} put the range's top at {rescan.choice.lr_max:.3g}, more "
                    f"than {RESCAN_AGREE:g}x below the first sweep's top scaled to that batch size ({expected:.3g}): its "
                    "repeats stopped where the first sweep's still trained (noisier losses read as divergence), so the "
@@ -234,15 +235,23 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
             logger.warning("LR rescan: %s", scaled)
     lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
     logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, scaled)
-    return lr_min, lr_max, scaled
+    diverged = _first_divergence(sweep.choice)
+    return lr_min, lr_max, scaled, None if diverged is None else scale_lr(diverged, batch_size, b0)
 
 
-def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size: int) -> FixedHyperparameters:
+def _first_divergence(choice: LRRangeChoice) -> float | None:
+    """The lowest LR at which a repeat of the sweep diverged (None: none did)."""
+    cut = choice.diverged_lr[np.isfinite(choice.diverged_lr)]
+    return float(cut.min()) if cut.size else None
+
+
+def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size: int,
+              diverged: float | None) -> FixedHyperparameters:
     """The final recipe: the LR range, the batch size, the epochs and the schedule (cycles for the triangular one)."""
     s = t.s
     cycle_size_epochs, epochs = choose_schedule(t.n_train, train_examples=s.train_examples,
                                                 min_epochs=s.min_epochs, max_epochs=s.max_epochs, cycles=s.cycles)
-    lrs = schedule_lrs(s.schedule, lr_min, lr_max)  # the peak of a peak-first schedule lies inside the range
+    lrs = schedule_lrs(s.schedule, lr_min, lr_max, diverged)  # the peak of a peak-first schedule lies inside the range
     final = FixedHyperparameters(
         lr_start=float(lrs.lr_start), lr_end=float(lrs.lr_end), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs),
@@ -254,7 +263,7 @@ def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size:
         epochs=epochs, cycle_size_epochs=cycle_size_epochs, cycles=s.cycles, train_examples=s.train_examples,
         n_train=t.n_train, lr_start=lrs.lr_start, lr_end=lrs.lr_end, lr_how=lr_how, range_min=lr_min,
         range_max=lr_max, schedule=s.schedule, warmup_epochs=s.warmup_epochs, description=description,
-        mapping=lrs.mapping,
+        mapping=lrs.mapping, diverged_lr=diverged, peak_lifted=lrs.lifted,
     ))
     return final
 
@@ -268,13 +277,19 @@ def _first_sweep(t: TuneRun) -> _Sweep:
     try:
         return _sweep_or_longer(t, t.s.initial_batch_size)
     except LossDidNotImprove as exc:
-        if t.s.optimizer != "sgd" or t.s.momentum > 0:
+        if t.s.optimizer != "sgd":
             raise
+        adamw = "hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), optimizer='adamw', weight_decay=0.01)"
+        if t.s.momentum > 0:
+            raise LossDidNotImprove(
+                f"{exc} With SGD, even with momentum={t.s.momentum:g}, a deep network may not move at any learning "
+                "rate (an 8-layer ReLU MLP: its loss fell 0.06% over a whole sweep with momentum 0.9, bench/RESULTS.md, "
+                f"session 22): try an adaptive optimizer, e.g. {adamw}."
+            ) from exc
         raise LossDidNotImprove(
             f"{exc} With plain SGD (no momentum), a deep network may not move at any learning rate (an 8-layer ReLU "
             "MLP trained at chance at every peak from 0.03 to 1, bench/RESULTS.md, session 19): try an adaptive "
-            "optimizer or momentum, e.g. hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), "
-            "optimizer='adamw', weight_decay=0.01) or momentum=0.9."
+            f"optimizer or momentum, e.g. {adamw} or momentum=0.9."
         ) from exc
 
 

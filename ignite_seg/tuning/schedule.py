@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "DECAY_RATIO", "schedule_lrs"]
+__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs"]
 
 #: Schedules that reach their peak at once (after the warmup) and then hold or decay from it; the
 #: triangular one visits its top only briefly, once per cycle.
@@ -23,6 +23,9 @@ PEAK_FIRST = ("cosine", "inv-sqrt", "one-cycle", "constant")
 #: bottom (1.8x below it) scored +0.005 on average, up to +0.017, and at most 0.0014 less (within the noise).
 DECAYING = ("cosine", "inv-sqrt")
 DECAY_RATIO = 10.0
+#: A decaying schedule's peak is lifted from the range's centre towards this factor below the LR where the sweep
+#: first diverged (never above the range's top): the range test's rule of thumb, a decade below the divergence.
+DIVERGE_MARGIN = 10.0
 
 
 def choose_schedule(
@@ -49,9 +52,11 @@ class ScheduleLRs(NamedTuple):
     lr_start: float
     lr_end: float
     mapping: str
+    #: the peak was lifted from the range's centre towards :data:`DIVERGE_MARGIN` below the divergence
+    lifted: bool = False
 
 
-def schedule_lrs(schedule: str, lr_min: float, lr_max: float) -> ScheduleLRs:
+def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float | None = None) -> ScheduleLRs:
     """Map the tuned range ``[lr_min, lr_max]`` onto ``schedule``.
 
     The range's top is where the loss's improvement has slowed to a fraction of its steepest: past the
@@ -65,22 +70,39 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float) -> ScheduleLRs:
     writes. ignite_seg's issue 25: with the top as the peak, a cosine or inverse-sqrt run *started* at the
     edge of the range.
 
+    The centre is cautious where the range ends far below where training broke down: a sweep whose held-out loss
+    bottomed out early and crept up for a decade or more before a repeat diverged (a young model's noise at a rising
+    LR, not an LR it cannot train at). A decaying schedule (:data:`DECAYING`) anneals a hot start away, so its peak is
+    lifted to a decade below the lowest LR at which a repeat diverged (``diverged_lr``, :data:`DIVERGE_MARGIN`) when
+    that lies above the centre, never above the range's top (bench/RESULTS.md, session 22: a Transformer with momentum
+    SGD, range 0.0013-0.013, diverged at 0.3: 0.67 at the centre, 0.91 lifted, the grid's best 0.94). One-cycle and
+    constant keep the centre: constant never anneals its peak, and neither was measured.
+
     Example:
         >>> [round(v, 5) for v in schedule_lrs("cosine", 0.01, 0.032)[:2]]  # narrow: it ends a decade below the peak
         [0.00179, 0.01789]
         >>> [round(v, 5) for v in schedule_lrs("cosine", 0.0001, 0.1)[:2]]  # a wide range: at its bottom
         [0.0001, 0.00316]
+        >>> [round(v, 5) for v in schedule_lrs("cosine", 0.001, 0.01, diverged_lr=0.3)[:2]]  # lifted, up to the top
+        [0.001, 0.01]
     """
     if not 0 < lr_min <= lr_max:
         raise ValueError(f"need 0 < lr_min <= lr_max, got lr_min={lr_min!r}, lr_max={lr_max!r}")
     if schedule not in PEAK_FIRST:
         return ScheduleLRs(lr_min, lr_max, f"{schedule}: cycles over the whole tuned range")
-    peak = math.sqrt(lr_min * lr_max)
+    centre = math.sqrt(lr_min * lr_max)
     how = (f"{schedule}: its peak comes first and is held or decays, so the peak (lr_end) is the geometric centre of "
            "the tuned range, not its top (the edge of what training tolerates)")
+    below = diverged_lr / DIVERGE_MARGIN if diverged_lr is not None and math.isfinite(diverged_lr) else None
+    lifted = schedule in DECAYING and below is not None and below > centre
+    peak = min(lr_max, below) if lifted and below is not None else centre
+    if lifted and diverged_lr is not None:
+        how += (f", lifted to {'the top' if peak == lr_max else f'{DIVERGE_MARGIN:g}x below where the sweep diverged'}"
+                f" ({peak:.3g}; the sweep diverged at {diverged_lr:.3g}): a range that ends far below the divergence is "
+                "cautious")
     if schedule in DECAYING:
         floor = min(lr_min, peak / DECAY_RATIO)
         return ScheduleLRs(floor, peak, how + ("; the decay ends at lr_start, the range's bottom" if floor == lr_min
                                                else f"; the decay ends at lr_start = the peak / {DECAY_RATIO:g}, "
-                                               "below the range's bottom (a narrow range would barely anneal)"))
-    return ScheduleLRs(lr_min, peak, how + "; lr_start is the range's bottom")
+                                               "below the range's bottom (a narrow range would barely anneal)"), lifted)
+    return ScheduleLRs(lr_min, peak, how + "; lr_start is the range's bottom", lifted)

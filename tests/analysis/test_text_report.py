@@ -179,6 +179,20 @@ def test_the_first_screen_says_how_the_lr_range_and_the_epochs_were_reached():
     assert "- **learning rate**: cycles between 0.003 and 0.05 (fixed)" in decision_lines(fixed)
 
 
+def test_the_learning_rate_line_says_when_a_peak_was_lifted_towards_the_divergence():
+    from ignite_seg.analysis.text import decision_lines
+
+    cosine = {**HP, "schedule": "cosine", "lr_start": 0.005, "lr_end": 0.05}
+    sched = {"lr_how": "swept at batch size 16, the chosen one", "range_min": 0.01, "range_max": 0.1,
+             "diverged_lr": 0.5, "peak_lifted": True}
+    lifted = decision_lines(_info(misc={"steps": {"schedule": sched}}, final_hp=cosine))
+    assert ("- **learning rate**: peak (lr_end) 0.05, lr_start 0.005 on the cosine schedule, from the tuned range "
+            "[0.01, 0.1] (tuned: swept at batch size 16, the chosen one; the peak lifted above the range's centre, "
+            "towards a decade below where the sweep diverged (0.5))") in lifted
+    centre = decision_lines(_info(misc={"steps": {"schedule": {**sched, "peak_lifted": False}}}, final_hp=cosine))
+    assert not any("lifted" in line for line in centre)
+
+
 def test_the_schedule_line_names_the_schedule_and_its_warmup():
     from ignite_seg.engine.schedule_text import describe_schedule
 
