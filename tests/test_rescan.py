@@ -1,7 +1,7 @@
 """The rescan's consistency rule (tuning/recipe.py RESCAN_AGREE): a rescan whose range lies more than a decade
 below the first sweep's, scaled to its batch size, is not used; and the divergence that goes with the used range
-(the schedule's lifted peak reads it) comes from the same sweep, scaled alike. The sweeps are stand-ins here (the range test
-itself is tested in test_tuner.py and test_lr_range.py); the rule, its record and its files are real."""
+(the schedule's lifted peak reads it) comes from the same sweep, scaled alike. The sweeps are stand-ins here (the
+range test itself is tested in test_tuner.py and test_lr_range.py); the rule, its record and its files are real."""
 from __future__ import annotations
 
 import json

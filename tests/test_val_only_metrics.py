@@ -89,7 +89,7 @@ def test_train_records_val_only_metrics_in_run_json(run_kwargs):
     ("iou", ConfigTypeError, "val_only_metrics='iou' is not a list of metric names"),
     (["IoU"], ConfigError, "names ['IoU'], not custom metrics of this run; use names from metrics= (['iou']"),
     (["perf"], ConfigError, "loss and perf are always measured"),
-])
+], ids=["not-a-list", "custom-metric", "always-measured"])
 def test_bad_val_only_metrics_are_refused_before_anything_is_written(run_kwargs, value, error, needle):
     with pytest.raises(error) as info:
         ignite_seg.train(("tasks", "mlp", (), {}), ("tasks", "blobs", (), {}), CE, **run_kwargs,

@@ -135,8 +135,8 @@ def choose_recipe(
     sweep = _first_sweep(t)  # 1. at the initial batch size
     sweep.file.write(t.hparams / LR_NPZ)
     batch_size = _choose_batch_size(t, sweep)  # 2. noise scale, then batch-size candidates
-    lr_min, lr_max, lr_how, diverged = _final_lr_range(t, sweep, batch_size)  # 3. optional rescan at that batch size
-    final = _schedule(t, lr_min, lr_max, lr_how, batch_size, diverged)  # 4. schedule
+    used = _final_lr_range(t, sweep, batch_size)  # 3. optional rescan at that batch size
+    final = _schedule(t, used, batch_size)  # 4. schedule
     final = guard_recipe(t, final)  # 5. a short run must improve on its start, else back off
     final = check_length(t, final)  # 6. no longer than the held-out perf keeps up
     t.misc.finish(time.perf_counter() - t_start, final.to_dict())
@@ -197,9 +197,18 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
     return batch_size
 
 
-def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, float, str, float | None]:
-    """The range rescanned at ``batch_size`` (``rescan_lr_after_bs``), or the first one scaled to it, how it was
-    obtained, and the LR where that sweep's first repeat diverged, at ``batch_size`` (None: none diverged)."""
+class _FinalRange(NamedTuple):
+    """The LR range the schedule maps from, at the chosen batch size: its bounds, how it was obtained, and the LR
+    where the sweep it came from first diverged (None: no repeat diverged)."""
+
+    lr_min: float
+    lr_max: float
+    how: str
+    diverged: float | None
+
+
+def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> _FinalRange:
+    """The range rescanned at ``batch_size`` (``rescan_lr_after_bs``), or the first one scaled to it."""
     b0 = t.s.initial_batch_size
     scaled = (f"swept at batch size {b0}, the chosen one" if batch_size == b0
               else f"swept at batch size {b0}, scaled to {batch_size} ({LR_SCALING})")
@@ -223,7 +232,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
                 rescan.file.write(t.hparams / LR_NPZ)
                 lr_how = f"rescanned at batch size {batch_size}"
                 logger.info("learning rates %.4g -> %.4g (%s)", rescan.choice.lr_min, rescan.choice.lr_max, lr_how)
-                return rescan.choice.lr_min, rescan.choice.lr_max, lr_how, _first_divergence(rescan.choice)
+                return _FinalRange(rescan.choice.lr_min, rescan.choice.lr_max, lr_how, _first_divergence(rescan.choice))
             why = (f"the rescan at batch size {batch_size} put the range's top at {rescan.choice.lr_max:.3g}, more "
                    f"than {RESCAN_AGREE:g}x below the first sweep's top scaled to that batch size ({expected:.3g}): its "
                    "repeats stopped where the first sweep's still trained (noisier losses read as divergence), so the "
@@ -236,7 +245,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> tuple[float, 
     lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
     logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, scaled)
     diverged = _first_divergence(sweep.choice)
-    return lr_min, lr_max, scaled, None if diverged is None else scale_lr(diverged, batch_size, b0)
+    return _FinalRange(lr_min, lr_max, scaled, None if diverged is None else scale_lr(diverged, batch_size, b0))
 
 
 def _first_divergence(choice: LRRangeChoice) -> float | None:
@@ -245,10 +254,9 @@ def _first_divergence(choice: LRRangeChoice) -> float | None:
     return float(cut.min()) if cut.size else None
 
 
-def _schedule(t: TuneRun, lr_min: float, lr_max: float, lr_how: str, batch_size: int,
-              diverged: float | None) -> FixedHyperparameters:
+def _schedule(t: TuneRun, used: _FinalRange, batch_size: int) -> FixedHyperparameters:
     """The final recipe: the LR range, the batch size, the epochs and the schedule (cycles for the triangular one)."""
-    s = t.s
+    s, (lr_min, lr_max, lr_how, diverged) = t.s, used
     cycle_size_epochs, epochs = choose_schedule(t.n_train, train_examples=s.train_examples,
                                                 min_epochs=s.min_epochs, max_epochs=s.max_epochs, cycles=s.cycles)
     lrs = schedule_lrs(s.schedule, lr_min, lr_max, diverged)  # the peak of a peak-first schedule lies inside the range

@@ -93,10 +93,10 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
     centre = math.sqrt(lr_min * lr_max)
     how = (f"{schedule}: its peak comes first and is held or decays, so the peak (lr_end) is the geometric centre of "
            "the tuned range, not its top (the edge of what training tolerates)")
-    below = diverged_lr / DIVERGE_MARGIN if diverged_lr is not None and math.isfinite(diverged_lr) else None
-    lifted = schedule in DECAYING and below is not None and below > centre
-    peak = min(lr_max, below) if lifted and below is not None else centre
-    if lifted and diverged_lr is not None:
+    peak, lifted = centre, False
+    if (schedule in DECAYING and diverged_lr is not None and math.isfinite(diverged_lr)
+            and diverged_lr / DIVERGE_MARGIN > centre):
+        peak, lifted = min(lr_max, diverged_lr / DIVERGE_MARGIN), True
         how += (f", lifted to {'the top' if peak == lr_max else f'{DIVERGE_MARGIN:g}x below where the sweep diverged'}"
                 f" ({peak:.3g}; the sweep diverged at {diverged_lr:.3g}): a range that ends far below the divergence is "
                 "cautious")
