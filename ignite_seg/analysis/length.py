@@ -48,11 +48,13 @@ class LengthInfo:
     short_against: str = "end"
     #: the slices of the sign test (0: a folder from before it, whose rule asked for a margin of the tolerance)
     short_slices: int = 0
-    #: the cooler recipe (compared only when every run fell): its learning rates' divisor (0: not compared), its runs'
-    #: perf per epoch (run k on run k's slice), taken
+    #: the cooler recipe (compared when every run fell, or when the first run dipped and recovered): its learning
+    #: rates' divisor (0: not compared), its runs' perf per epoch (run k on run k's slice), taken, and why it was
+    #: compared (``"fell"`` or ``"spiked"``)
     cool_factor: float = 0.0
     cool_perfs: tuple[np.ndarray, ...] = ()
     cool_won: bool = False
+    cool_because: str = "fell"
 
 
 def length_info(misc: object, accuracy_style: str = "classification") -> LengthInfo | None:
@@ -78,7 +80,7 @@ def length_info(misc: object, accuracy_style: str = "classification") -> LengthI
                       short_won=bool(step.short_won), short_against=step.short_against or "end",
                       short_slices=step.short_slices or 0, cool_factor=step.cool_factor or 0.0,
                       cool_perfs=tuple(np.asarray(p, dtype=np.float64) for p in step.cool_perfs or ()),
-                      cool_won=bool(step.cool_won))
+                      cool_won=bool(step.cool_won), cool_because=step.cool_because or "fell")
 
 
 def length_of(snap: Snapshot) -> LengthInfo | None:
@@ -117,6 +119,9 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
         if not p.size:
             continue
         color = COLORS["val"] if r == 0 else set_color(r - 1)
+        if info.cool_because == "spiked" and r < len(info.perfs) and info.perfs[r].size:  # compared with this end
+            ax.plot([info.perfs[r].size], [smooth_epochs(info.perfs[r])[-1]], "o", color=color, ms=8, mfc="white",
+                    mew=1.5)
         ax.plot(np.arange(1, p.size + 1), p, color=color, lw=1.5, ls=":", marker="^", ms=3,
                 label=f"slice {r + 1}: the recipe at its learning rates / {info.cool_factor:.3g}")
         ax.plot([p.size], [smooth_epochs(p)[-1]], "^", color=color, ms=8, mfc="white", mew=1.5)
@@ -126,7 +131,10 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"held-out {PERF_LABELS.get(info.accuracy_style, 'perf')}")
     ax.set_xlim(0.5, info.epochs_planned + 0.5)
-    verdict = (f"the recipe at its learning rates / {info.cool_factor:.3g} ended above the runs' best" if info.cool_won
+    spiked = info.cool_because == "spiked" and bool(info.cool_perfs)
+    verdict = (f"the run dipped; the recipe at its learning rates / {info.cool_factor:.3g} ended as well"
+               if spiked and info.cool_won
+               else f"the recipe at its learning rates / {info.cool_factor:.3g} ended above the runs' best" if info.cool_won
                else f"the {info.epochs}-epoch schedule reached the runs' best" if info.short_won and info.short_against == "best"
                else f"the {info.epochs}-epoch schedule ended better" if info.short_won
                else f"cut {info.epochs_planned} -> {info.epochs} epochs" if info.cut else f"{info.epochs} epochs kept")
@@ -143,7 +151,9 @@ def length_caption(info: LengthInfo) -> str:
             "out its own slice of the training set and scoring it after every epoch, stopping once its perf had "
             "clearly fallen (thin: as measured; thick: the 3-epoch mean the rule reads; dot: its best; shaded: the "
             "tolerance under the best). ")
-    all_fell = (info.cut and not info.short_won) or (info.short_won and info.short_against == "best") or info.cool_won
+    spiked = info.cool_because == "spiked" and bool(info.cool_perfs)
+    all_fell = ((info.cut and not info.short_won) or (info.short_won and info.short_against == "best")
+                or (info.cool_won and not spiked))
     fell = runs if all_fell else sum(_fell(p, b, t) for p, b, t in zip(info.perfs, info.bests, info.tols))
     who = ("Every run's perf fell below its tolerance" if all_fell
            else "The run's perf did not fall below its tolerance" if runs == 1 and not fell
@@ -176,6 +186,17 @@ def length_caption(info: LengthInfo) -> str:
                      else " It did not reach the runs' best within the tolerance on every slice.")
         return head + (f"{who}{'.' + cool + ' So' if cool else ', so'} the trials train {info.epochs} epochs (dashed), "
                        "the latest of the runs' best epochs (at least min_epochs)." + (shorter + not_taken if n else ""))
+    if spiked:
+        who += (f", but {'it' if runs == 1 else 'the first'} dipped more than its tolerance below its best so far "
+                "and recovered: a recipe at the edge of stability, whose trials, from other initialisations, may not "
+                f"recover. The recipe at its learning rates / {info.cool_factor:.3g} (dotted, triangles; open "
+                f"triangle: its end) trained the planned {info.epochs_planned} epochs on the same slice")
+        if info.cool_won:
+            beside = "" if not n else (f" The recipe compressed to {info.short_epochs} epochs (dashed, squares) "
+                                       "trained beside the first run and was not compared.")
+            return head + (f"{who}: it ended within the tolerance of the run's end (open circle), so the trials "
+                           f"train it, the planned {info.epochs} epochs.{beside}")
+        who += ": it ended more than the tolerance below the run's end (open circle) and is not taken"
     # a folder from before the sign test (no short_slices) was decided by a margin of the tolerance
     how = "" if info.short_slices else " by more than the tolerance"
     sign = " (a sign test: each slice is tried only after the ones before favoured it)" if info.short_slices else ""

@@ -196,7 +196,9 @@ def _lr_how(steps: MiscSteps) -> str | None:
     if g is not None and g.backoffs and g.backoff_factor:
         how.append(f"then / {g.backoff_factor ** g.backoffs:.3g} by the recipe check ({g.backoffs} back-off(s))")
     if length is not None and length.cool_won and length.cool_factor:
-        how.append(f"then / {length.cool_factor:.3g} by the length check (its runs fell from being too hot)")
+        why = ("its first run's held-out perf dipped and recovered: a recipe at the edge of stability"
+               if length.cool_because == "spiked" else "its runs fell from being too hot")
+        how.append(f"then / {length.cool_factor:.3g} by the length check ({why})")
     return "; ".join(how) or None
 
 

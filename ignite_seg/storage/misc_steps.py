@@ -237,15 +237,20 @@ class LengthStep(JsonSection):
     #: against ``"end"``: the slices it had to end above the full runs on (``length_short_runs``, a sign test);
     #: ``None`` in folders made before the sign test (their rule: above by the full run's tolerance on every slice)
     short_slices: int | None = optional()
-    #: the cooler recipe, compared only when every run fell (the recipe with both learning rates divided by
-    #: ``cool_factor`` at the planned epochs, run k on run k's slice): its runs' held-out perf after every epoch, how
-    #: each ended, and whether the trials train it (it ended above the run's best by more than the tolerance, and
-    #: above the compressed schedule's end on the same slice, on every slice);
+    #: the cooler recipe (the recipe with both learning rates divided by ``cool_factor`` at the planned epochs, run k
+    #: on run k's slice), compared when every run fell or when the first run's perf dipped and recovered on a
+    #: decaying schedule: its runs' held-out perf after every epoch, how each ended, and whether the trials train it
+    #: (every run fell: it ended above the run's best by more than the tolerance, and above the compressed schedule's
+    #: end on the same slice, on every slice; a dip: it ended within the tolerance of the first run's end);
     #: ``None`` when not compared (and in folders made before it)
     cool_factor: float | None = optional()
     cool_perfs: list[list[float]] | None = optional()
     cool_status: list[str] | None = optional()
     cool_won: bool | None = optional()
+    #: why the cooler recipe was compared: ``"fell"`` (every run fell) or ``"spiked"`` (the first run dipped by more
+    #: than the tolerance and recovered); ``None`` when not compared, and in folders made before the dip rule (where it
+    #: was compared only when every run fell)
+    cool_because: str | None = optional()
     #: the learning rates the trials train when the cooler recipe was taken (``None`` otherwise)
     lr_start: float | None = optional()
     lr_end: float | None = optional()

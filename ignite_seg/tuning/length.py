@@ -91,10 +91,13 @@ from .length_verdicts import (
     combine,
     compare_ends,
     cool_verdict,
+    hold_end,
     judge_length,
     reach_best,
     short_verdict,
+    spike_verdict,
 )
+from .schedule import DECAYING
 
 __all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "COOL_FACTOR", "LengthDecision", "judge_length", "stop_patience",
            "length_slices", "short_schedule", "cooled", "check_length", "combine", "ShortPair", "compare_ends",
@@ -187,25 +190,32 @@ def check_length(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
                 f"epochs on the same slice (on up to {s.length_short_runs} slices, each only when it did better on the "
                 "ones before)")
     epochs, why = runs.full_runs()
-    won, against, short, cool_won = False, None, runs.short_hp, None
-    if short is not None and epochs == hp.epochs:  # kept: the shorter must end above the full schedule's end
+    won, against, short, cool_won, cool_because, dipped = False, None, runs.short_hp, None, None, ""
+    spike = runs.spike()
+    if spike is not None:  # the first run dipped and recovered: the cooler recipe, if it ends as well, is safer
+        pair = next(iter(runs.rival_pairs("cool", 1, lambda k, full, r: hold_end(full, r))), None)
+        cool_won, cool_because = pair is not None and pair.better, "spiked"
+        dipped = "; " + spike_verdict(spike, pair, hp.epochs, cool_won, COOL_FACTOR)
+        why += dipped
+    if short is not None and epochs == hp.epochs and not cool_won:  # kept: the shorter must end above the full's end
         pairs, against = runs.rival_pairs("short", s.length_short_runs, None), "end"
         won = len(pairs) == s.length_short_runs and all(p.better for p in pairs)
         # further full runs may have been made for the pairs: the verdict says every run
-        why = combine(runs.judged, hp.epochs)[1] + "; " + short_verdict(pairs, against, hp.epochs, short.epochs, won)
+        why = combine(runs.judged, hp.epochs)[1] + dipped + "; " + short_verdict(pairs, against, hp.epochs, short.epochs,
+                                                                                 won)
     elif epochs < hp.epochs and len(runs.judged) == s.length_runs:
         # every run fell: too hot rather than too long? the cooler recipe is taken when it ends clearly above their
         # best at the planned epochs; else the shorter when it reaches that best in fewer epochs than the cut
         cool = runs.rival_pairs("cool", s.length_runs, lambda k, full, r: beat_best(full, r, runs.short_on(k)),
                                 beside=("short",))
-        cool_won = len(cool) == s.length_runs and all(p.better for p in cool)
+        cool_won, cool_because = len(cool) == s.length_runs and all(p.better for p in cool), "fell"
         why += "; " + cool_verdict(cool, hp.epochs, cool_won, COOL_FACTOR)
         if not cool_won and short is not None and short.epochs < epochs:
             pairs, against = runs.rival_pairs("short", s.length_runs, lambda k, full, r: reach_best(full, r)), "best"
             won = len(pairs) == s.length_runs and all(p.better for p in pairs)
             why += "; " + short_verdict(pairs, against, epochs, short.epochs, won)
     epochs = short.epochs if won and short is not None else hp.epochs if cool_won else epochs
-    t.misc.record(length=runs.record(epochs, why, won, against, cool_won))
+    t.misc.record(length=runs.record(epochs, why, won, against, cool_won, cool_because))
     (logger.warning if epochs < hp.epochs or cool_won or not runs.judged else logger.info)("length check: %s", why)
     if cool_won:
         return runs.cool_hp
@@ -266,6 +276,16 @@ class _LengthRuns:
                 break
         return pairs
 
+    def spike(self) -> LengthDecision | None:
+        """The first run's verdict when its perf dipped by more than the tolerance and recovered
+        (:attr:`~.length_verdicts.LengthDecision.spiked`) on a schedule that decays from its peak (:data:`DECAYING`);
+        else ``None``."""
+        first = self.ordered[0] if self.ordered else None
+        usable = first is not None and first.status in ("completed", "stopped") and bool(first.epochs)
+        if not usable or self.hp.schedule not in DECAYING or not self.judged[0].spiked:
+            return None
+        return self.judged[0]
+
     def short_on(self, k: int) -> LengthResult | None:
         """The shorter schedule's run on slice ``k``, when one was made."""
         shorts = self.rival_done.get("short", [])
@@ -295,7 +315,8 @@ class _LengthRuns:
                 self.judged.append(judge_length(r.arrays["perfs"], self.hp.epochs, s.min_epochs, s.length_tol,
                                                 r.abs_tol))
 
-    def record(self, epochs: int, why: str, won: bool, against: str | None, cool_won: bool | None) -> LengthStep:
+    def record(self, epochs: int, why: str, won: bool, against: str | None, cool_won: bool | None,
+               cool_because: str | None) -> LengthStep:
         """``steps.length`` of ``misc.json``: every run's curves and verdict, and the decision."""
         curves = lambda runs, key: [r.arrays.get(key, np.zeros(0)).tolist() for r in runs]  # noqa: E731
         shorts, cools = self.rival_done.get("short", []), self.rival_done["cool"]
@@ -313,5 +334,6 @@ class _LengthRuns:
             short_slices=self.t.s.length_short_runs if against == "end" else None,
             cool_factor=COOL_FACTOR if cools else None, cool_perfs=curves(cools, "perfs") if cools else None,
             cool_status=[r.status for r in cools] if cools else None, cool_won=cool_won,
+            cool_because=cool_because if cools else None,
             lr_start=self.cool_hp.lr_start if cool_won else None, lr_end=self.cool_hp.lr_end if cool_won else None,
         )

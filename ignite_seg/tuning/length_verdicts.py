@@ -14,7 +14,7 @@ from ..engine.length_run import LengthResult
 from ..smoothing import smooth_epochs
 
 __all__ = ["LengthDecision", "judge_length", "combine", "ShortPair", "compare_ends", "reach_best", "beat_best",
-           "short_verdict", "cool_verdict"]
+           "hold_end", "short_verdict", "cool_verdict", "spike_verdict"]
 
 
 class LengthDecision(NamedTuple):
@@ -29,6 +29,15 @@ class LengthDecision(NamedTuple):
     end: float
     tol: float
     reason: str
+    #: the deepest the smoothed curve fell below its best so far, at any epoch (0: it never fell)
+    dip: float = 0.0
+
+    @property
+    def spiked(self) -> bool:
+        """Whether the perf dipped by more than the tolerance and recovered: it ends within the tolerance of its
+        best (the run did not fall), yet somewhere before the end it lay more than the tolerance below its best so
+        far."""
+        return self.best - self.end <= self.tol < self.dip
 
 
 def judge_length(perfs: Sequence[float], epochs: int, min_epochs: int, rel_tol: float, abs_tol: float = 0.0
@@ -37,7 +46,8 @@ def judge_length(perfs: Sequence[float], epochs: int, min_epochs: int, rel_tol: 
 
     The curve is smoothed (:func:`~ignite_seg.smoothing.smooth_epochs`); the tolerance is
     ``rel_tol * |best| + abs_tol``. When the end lies more than that below the best, the trials train
-    to the best epoch (within ``[min_epochs, epochs]``); else ``epochs``.
+    to the best epoch (within ``[min_epochs, epochs]``); else ``epochs``. The deepest fall below the best so far
+    is kept as :attr:`LengthDecision.dip` (:attr:`LengthDecision.spiked`: a dip the run recovered from).
 
     Example:
         >>> rise_fall = [0.5, 0.6, 0.7, 0.71, 0.7, 0.69, 0.6, 0.55, 0.5, 0.5]
@@ -45,22 +55,27 @@ def judge_length(perfs: Sequence[float], epochs: int, min_epochs: int, rel_tol: 
         4
         >>> judge_length([0.5, 0.6, 0.7, 0.71, 0.71, 0.72], epochs=6, min_epochs=2, rel_tol=0.02).cut
         False
+        >>> spike = judge_length([0.5, 0.6, 0.7, 0.3, 0.7, 0.72, 0.72], epochs=7, min_epochs=2, rel_tol=0.02)  # 3-epoch mean
+        >>> spike.cut, spike.spiked, round(spike.dip, 3)
+        (False, True, 0.067)
     """
     y = np.asarray(perfs, dtype=np.float64)
     sm = smooth_epochs(y)
     k = int(np.argmax(sm))
     best, end = float(sm[k]), float(sm[-1])
     tol = rel_tol * abs(best) + abs_tol
+    below = np.fmax.accumulate(sm) - sm
+    dip = float(below[np.isfinite(below)].max(initial=0.0))
     where = f"best {best:.4g} after epoch {k + 1}, {end:.4g} after epoch {y.size} (tolerance {tol:.3g})"
     if best - end <= tol:
         return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf ends within the tolerance of its "
-                              f"best: {where}; the {epochs} epochs stand")
+                              f"best: {where}; the {epochs} epochs stand", dip)
     cut = int(min(epochs, max(min_epochs, k + 1)))
     if cut >= epochs:
         return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf fell, but its best came after the "
-                              f"first {epochs - 1} epochs: {where}; the {epochs} epochs stand")
+                              f"first {epochs - 1} epochs: {where}; the {epochs} epochs stand", dip)
     return LengthDecision(cut, True, k + 1, best, end, tol, f"held-out perf fell from its best: {where}; the trials "
-                          f"train {cut} epochs (to its best{', at least min_epochs' if cut > k + 1 else ''})")
+                          f"train {cut} epochs (to its best{', at least min_epochs' if cut > k + 1 else ''})", dip)
 
 
 class ShortPair(NamedTuple):
@@ -133,6 +148,23 @@ def beat_best(full: LengthDecision, rival: LengthResult, short: LengthResult | N
     return ShortPair(full.best, b, full.tol, bool(math.isfinite(b) and b > full.best + full.tol and above_short))
 
 
+def hold_end(full: LengthDecision, rival: LengthResult) -> ShortPair:
+    """Whether a rival run on a slice ended within the tolerance of the end of that slice's full run (``full``: its
+    verdict), on the same 3-epoch mean: as good as the full recipe by the measure of the fall rule. A run that failed
+    never holds.
+
+    Example:
+        >>> spiked = LengthDecision(15, False, 15, 0.81, 0.81, 0.026, "spiked", dip=0.05)
+        >>> ran = lambda *p: LengthResult(0, "completed", {"perfs": np.array(p)}, len(p))
+        >>> hold_end(spiked, ran(0.7, 0.78, 0.79)).better, hold_end(spiked, ran(0.7, 0.76, 0.77)).better
+        (True, False)
+    """
+    if rival.status not in ("completed", "stopped") or not rival.epochs:
+        return ShortPair(full.end, math.nan, full.tol, False)
+    b = float(smooth_epochs(np.asarray(rival.arrays["perfs"]))[-1])
+    return ShortPair(full.end, b, full.tol, bool(math.isfinite(b) and b >= full.end - full.tol))
+
+
 def short_verdict(pairs: Sequence[ShortPair], against: str, epochs: int, short_epochs: int, won: bool) -> str:
     """The shorter schedule's comparison in words: against the full schedule's ``epochs`` (``against="end"``) or the
     runs' best, where every run fell and the cut is ``epochs`` (``"best"``)."""
@@ -163,6 +195,21 @@ def cool_verdict(pairs: Sequence[ShortPair], epochs: int, won: bool, factor: flo
     return (f"the recipe at its learning rates / {factor:.3g} did not end above the runs' best by more than the "
             f"tolerance and above the compressed schedule's end (where it ran beside) on slice {len(pairs)} ({ends}), "
             "so it is not taken")
+
+
+def spike_verdict(run: LengthDecision, pair: ShortPair | None, epochs: int, won: bool, factor: float) -> str:
+    """The cooler recipe's comparison with a run that dipped and recovered (:attr:`LengthDecision.spiked`), in
+    words."""
+    dipped = (f"the first run's held-out perf dipped {run.dip:.3g} below its best so far, more than the tolerance "
+              f"({run.tol:.3g}), and recovered: a recipe at the edge of stability, whose trials may not recover")
+    if pair is None:
+        return f"{dipped}; the recipe at its learning rates / {factor:.3g} could not be compared"
+    ends = f"{pair.short:.4g} against {pair.full:.4g} (tolerance {pair.tol:.3g})"
+    if won:
+        return (f"{dipped}; the recipe at its learning rates / {factor:.3g} ended within the tolerance of the run's "
+                f"end after the planned {epochs} epochs on the same slice ({ends}), so the trials train it")
+    return (f"{dipped}; the recipe at its learning rates / {factor:.3g} ended more than the tolerance below the run's "
+            f"end on the same slice ({ends}), so it is not taken")
 
 
 def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
