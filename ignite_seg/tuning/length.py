@@ -66,6 +66,17 @@ classifier of dict items whose runs fell, it beat the runs' best (0.703 against 
 compressed schedule beside it (0.737), and trained 0.677 on val where the cut trained 0.693. Only when it is not taken
 is the shorter schedule compared (above).
 
+A hot recipe can also dip and recover: the first run's perf falls more than the tolerance below its best so far,
+then climbs back within the tolerance of it (:attr:`~.length_verdicts.LengthDecision.spiked`). The run survived its
+hot phase once; trials from other initialisations may not (bench/RESULTS.md, session 23: an autoencoder's momentum SGD
+cosine recipe whose run lost 0.06 at epoch 8 and recovered, while 3 of 4 of its trials ended at the constant output's
+loss; at a third of the learning rate all four trained). So on a schedule that decays from its peak (:data:`DECAYING`:
+the hot epochs come first) the cooler recipe runs on that run's slice and is taken when it ended within the tolerance
+of the run's end (:func:`hold_end`): as good by the fall rule's own measure, and safer. Else the shorter schedule is
+compared as above. Over 8 such tunes the cooler recipe trained from 0.009 worse to 0.23 better on val, while on tunes
+whose runs did not dip it trained up to 0.25 worse; on a triangular cycle, whose dip comes at the cycle's peak
+mid-run, from 0.037 worse to 0.016 better — so there, as on one-cycle and constant (not measured), only falls count.
+
 Nothing is run when ``length_runs`` is 0 or the trials train ``min_epochs`` already. The decision and
 its evidence (every run's curves and verdict) are kept in ``misc.json`` (``steps.length``,
 :class:`~ignite_seg.storage.schemas.LengthStep`) and said in the log and the report.
