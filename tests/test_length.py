@@ -408,7 +408,7 @@ def test_a_run_that_dipped_and_recovered_on_a_decaying_schedule_trains_the_coole
     info = length_info(misc)
     caption = length_caption(info)
     assert "The run's perf did not fall below its tolerance, but it dipped more than its tolerance below its best " \
-        "so far and recovered" in caption and "Every run's perf fell" not in caption
+        "so far (cross) and recovered" in caption and "Every run's perf fell" not in caption
     assert "it ended within the tolerance of the run's end (open circle), so the trials train it, the planned 15 " \
         "epochs. The recipe compressed to 5 epochs (dashed, squares) trained beside the first run and was not " \
         "compared." in caption
@@ -416,6 +416,9 @@ def test_a_run_that_dipped_and_recovered_on_a_decaying_schedule_trains_the_coole
     assert "the run dipped; the recipe at its learning rates / 3.16 ended as well" in ax.get_title()
     ends = [ln for ln in ax.get_lines() if ln.get_marker() == "o" and ln.get_markerfacecolor() == "white"]
     assert len(ends) == 1 and ends[0].get_xdata()[0] == 15  # the run's end it was compared with
+    dip = [ln for ln in ax.get_lines() if ln.get_marker() == "x"]
+    assert len(dip) == 1 and dip[0].get_xdata()[0] == 7 and "run 1's dip: 0.217 below its best so far" in \
+        dip[0].get_label()
     misc, line, schedule = _report_lines(tmp_path, got)
     assert "1 of the recipe at its learning rates / 3.16" in line and "15 epochs kept, learning rates / 3.16" in line
     from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info

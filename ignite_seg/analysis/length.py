@@ -120,8 +120,12 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
             continue
         color = COLORS["val"] if r == 0 else set_color(r - 1)
         if info.cool_because == "spiked" and r < len(info.perfs) and info.perfs[r].size:  # compared with this end
-            ax.plot([info.perfs[r].size], [smooth_epochs(info.perfs[r])[-1]], "o", color=color, ms=8, mfc="white",
-                    mew=1.5)
+            sm = smooth_epochs(info.perfs[r])
+            ax.plot([sm.size], [sm[-1]], "o", color=color, ms=8, mfc="white", mew=1.5)
+            below = np.fmax.accumulate(sm) - sm
+            k = int(np.nanargmax(np.where(np.isfinite(below), below, -np.inf)))
+            ax.plot([k + 1], [sm[k]], "x", color=color, ms=9, mew=2,
+                    label=f"run {r + 1}'s dip: {below[k]:.3g} below its best so far")
         ax.plot(np.arange(1, p.size + 1), p, color=color, lw=1.5, ls=":", marker="^", ms=3,
                 label=f"slice {r + 1}: the recipe at its learning rates / {info.cool_factor:.3g}")
         ax.plot([p.size], [smooth_epochs(p)[-1]], "^", color=color, ms=8, mfc="white", mew=1.5)
@@ -188,7 +192,7 @@ def length_caption(info: LengthInfo) -> str:
                        "the latest of the runs' best epochs (at least min_epochs)." + (shorter + not_taken if n else ""))
     if spiked:
         who += (f", but {'it' if runs == 1 else 'the first'} dipped more than its tolerance below its best so far "
-                "and recovered: a recipe at the edge of stability, whose trials, from other initialisations, may not "
+                "(cross) and recovered: a recipe at the edge of stability, whose trials, from other initialisations, may not "
                 f"recover. The recipe at its learning rates / {info.cool_factor:.3g} (dotted, triangles; open "
                 f"triangle: its end) trained the planned {info.epochs_planned} epochs on the same slice")
         if info.cool_won:
