@@ -73,17 +73,25 @@ def test_a_peak_first_peak_is_lifted_towards_a_decade_below_the_divergence():
     lifted = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=0.5)
     assert lifted.lr_end == pytest.approx(0.05) and lifted.lr_start == pytest.approx(0.005)
     assert "lifted to 10x below where the sweep diverged (0.05; the sweep diverged at 0.5)" in lifted.mapping
-    # ... never above the range's top
-    top = schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=5.0)
-    assert top.lr_end == pytest.approx(0.1) and "lifted to the top (0.1" in top.mapping
+    # ... never above the range's top for an adaptive optimizer (or one not named) ...
+    for optimizer in ("adamw", None):
+        top = schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=5.0, optimizer=optimizer)
+        assert top.lr_end == pytest.approx(0.1) and "lifted to the top (0.1" in top.mapping
+    # ... while SGD's goes on to a decade below the divergence (its best peak tracks it), and decays a decade
+    sgd = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=5.0, optimizer="sgd")
+    assert sgd.lifted and sgd.lr_end == pytest.approx(0.5) and sgd.lr_start == pytest.approx(0.01)
+    assert "lifted to 10x below where the sweep diverged, above the range's top (SGD's best peak tracks its " \
+        "divergence) (0.5; the sweep diverged at 5)" in sgd.mapping
+    assert schedule_lrs("cosine", 0.01, 0.1, diverged_lr=0.5, optimizer="sgd").lr_end == pytest.approx(0.05)
     # a decade below the divergence lies under the centre, or no repeat diverged: the centre
     for diverged in (0.2, None, float("nan")):
         lrs = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=diverged)
         assert lrs.lr_end == pytest.approx(10**-1.5) and "lifted" not in lrs.mapping and not lrs.lifted
     # a schedule that does not anneal its peak away (held, or not measured) keeps the centre
     for name in ("constant", "one-cycle"):
-        assert schedule_lrs(name, 0.01, 0.1, diverged_lr=5.0).lr_end == pytest.approx(10**-1.5)
-    assert schedule_lrs("triangular", 0.01, 0.1, diverged_lr=5.0)[:2] == (0.01, 0.1)  # cycles over the whole range
+        assert schedule_lrs(name, 0.01, 0.1, diverged_lr=5.0, optimizer="sgd").lr_end == pytest.approx(10**-1.5)
+    # cycles over the whole range
+    assert schedule_lrs("triangular", 0.01, 0.1, diverged_lr=5.0, optimizer="sgd")[:2] == (0.01, 0.1)
 
 
 # -- real short runs in worker processes ----------------------------------------------------------

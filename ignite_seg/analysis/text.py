@@ -187,8 +187,11 @@ def _lr_how(steps: MiscSteps) -> str | None:
     sch = steps.schedule
     how = [sch.lr_how] if sch is not None and sch.lr_how else []
     if sch is not None and sch.peak_lifted and sch.diverged_lr:
+        above = (" (above the range's top: SGD's best peak tracks its divergence)"
+                 if sch.range_max is not None and sch.lr_end is not None and sch.lr_end > sch.range_max * (1 + 1e-9)
+                 else "")
         how.append(f"the peak lifted above the range's centre, towards a decade below where the sweep diverged "
-                   f"({_short(sch.diverged_lr)})")
+                   f"({_short(sch.diverged_lr)}){above}")
     used = steps.used_lr_range
     if used is not None and used.longer_after:  # the capped sweep could not choose, or barely learned
         how.append(f"a longer sweep: {used.longer_after}")

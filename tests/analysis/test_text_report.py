@@ -189,6 +189,11 @@ def test_the_learning_rate_line_says_when_a_peak_was_lifted_towards_the_divergen
     assert ("- **learning rate**: peak (lr_end) 0.05, lr_start 0.005 on the cosine schedule, from the tuned range "
             "[0.01, 0.1] (tuned: swept at batch size 16, the chosen one; the peak lifted above the range's centre, "
             "towards a decade below where the sweep diverged (0.5))") in lifted
+    sgd = {**cosine, "lr_start": 0.03, "lr_end": 0.3}  # SGD's lift past the range's top
+    above = decision_lines(_info(misc={"steps": {"schedule": {**sched, "diverged_lr": 3.0, "lr_end": 0.3}}},
+                                 final_hp=sgd))
+    assert any("towards a decade below where the sweep diverged (3) (above the range's top: SGD's best peak tracks "
+               "its divergence))" in line for line in above)
     centre = decision_lines(_info(misc={"steps": {"schedule": {**sched, "peak_lifted": False}}}, final_hp=cosine))
     assert not any("lifted" in line for line in centre)
 
