@@ -67,6 +67,14 @@ importable by worker processes. Each is a recipe a user might bring, not one tha
 * ``groupnorm_cnn`` (session 21): 3x16x16 colour images of 4 classes (red or blue dominant x horizontal or vertical
   stripes, random phase and period, noise; 2,000 + 500) through a CNN with GroupNorm and a global average pool.
 
+* ``segment`` (session 23, added to look for new failures, before any change): per-pixel segmentation of 1x24x24
+  images (1,500 + 500) holding two to four discs and squares of random size, position and brightness on a noisy,
+  unevenly lit background; labels per pixel (background, disc, square); a tiny U-Net (one skip connection, no
+  normalisation), ``CrossEntropyLoss`` over ``(N, 3, 24, 24)`` outputs; the accuracy is per pixel;
+* ``frozen_probe`` (session 23): a linear probe: scikit-learn's digits (1,297 + 500) through a frozen random
+  two-layer feature extractor (its parameters ``requires_grad=False``, as a user freezes a pretrained backbone) and
+  a trainable linear head.
+
 The splits and the data are fixed by seeds; nothing downloads (scikit-learn bundles both sets).
 """
 from __future__ import annotations
@@ -742,6 +750,76 @@ def groupnorm_cnn_model() -> nn.Module:
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 4))
 
 
+class Segments(Dataset):
+    """1x24x24 images of discs and squares on a noisy, unevenly lit background; per-pixel labels 0/1/2."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        g = np.random.default_rng(seed)
+        yy, xx = np.mgrid[0:24, 0:24].astype(np.float32)
+        x = np.zeros((n, 1, 24, 24), np.float32)
+        y = np.zeros((n, 24, 24), np.int64)
+        for i in range(n):
+            tilt = g.normal(0, 0.02, 2)
+            img = tilt[0] * (xx - 12) + tilt[1] * (yy - 12) + g.normal(0, 0.35, (24, 24))
+            lab = np.zeros((24, 24), np.int64)
+            for _ in range(g.integers(2, 5)):
+                cx, cy, r = g.uniform(3, 21), g.uniform(3, 21), g.uniform(2.0, 5.0)
+                kind = int(g.integers(1, 3))
+                inside = ((xx - cx) ** 2 + (yy - cy) ** 2 <= r**2) if kind == 1 else (
+                    (np.abs(xx - cx) <= r * 0.85) & (np.abs(yy - cy) <= r * 0.85))
+                img = np.where(inside, g.uniform(0.6, 1.4), img)
+                lab = np.where(inside, kind, lab)
+            x[i, 0], y[i] = img, lab
+        self.x, self.y = torch.tensor(x), torch.tensor(y)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[i], self.y[i]
+
+
+def segment_dataset() -> tuple[Segments, Segments]:
+    return Segments(1500, 61), Segments(500, 62)
+
+
+class TinyUNet(nn.Module):
+    """Two 3x3 convolutions, a 2x pool, one at half resolution, a transposed convolution up, the skip joined, a 1x1
+    head: per-pixel logits of 3 classes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU())
+        self.mid = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU())
+        self.up = nn.ConvTranspose2d(32, 16, 2, stride=2)
+        self.dec = nn.Sequential(nn.Conv2d(32, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 3, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = self.enc(x)
+        return self.dec(torch.cat([self.up(self.mid(e)), e], dim=1))
+
+
+def segment_model() -> nn.Module:
+    return TinyUNet()
+
+
+def frozen_probe_dataset() -> tuple[TensorDataset, TensorDataset]:
+    x, y = _digits()
+    return _classes(x, y, 500, 63)
+
+
+def frozen_probe_model() -> nn.Module:
+    g = torch.Generator().manual_seed(64)  # the same "pretrained" backbone in every process
+    backbone = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU())
+    with torch.no_grad():
+        for m in backbone:
+            if isinstance(m, nn.Linear):
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) / m.in_features**0.5)
+                m.bias.zero_()
+    backbone.requires_grad_(False)
+    return nn.Sequential(backbone, nn.Linear(128, 10))
+
+
 REGRESSION = ("diabetes", "friedman", "raw_diabetes", "sparse_regression", "autoencoder", "outliers_l1", "adding",
               "huber_multi")
 LOSSES = {"tags": "BCEWithLogitsLoss", **{name: "MSELoss" for name in REGRESSION}, "outliers_l1": "L1Loss",
@@ -756,5 +834,6 @@ UNSEEN_TASKS = {
     for name in ("wine", "diabetes", "shapes", "cancer", "dicts", "friedman", "few_digits", "tokens", "rare",
                  "raw_diabetes", "tags", "many_classes", "gru", "hastie", "sparse_regression", "waves",
                  "noisy_labels", "deep_plain", "res_digits", "autoencoder", "logistic", "outliers_l1", "smooth_digits",
-                 "adding", "bag_of_words", "tabular_mixed", "weighted_classes", "huber_multi", "groupnorm_cnn")
+                 "adding", "bag_of_words", "tabular_mixed", "weighted_classes", "huber_multi", "groupnorm_cnn", "segment",
+                 "frozen_probe")
 }
