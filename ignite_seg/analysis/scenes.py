@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure, SubFigure
     from mpl_toolkits.mplot3d.axes3d import Axes3D
 
-__all__ = ["Scene", "scene_plan", "SCENE_SECONDS", "Animated", "Builder", "BUILDERS", "LEGEND"]
+__all__ = ["Scene", "scene_plan", "SCENE_SECONDS", "Animated", "Builder", "BUILDERS", "LEGEND", "card_lines", "CARD_WIDTH",
+           "CARD_LINES"]
 
 #: Length of each scene of the walk-through video, in seconds.
 SCENE_SECONDS = {"title": 3.0, "lr_sweep": 6.0, "batch_size": 4.0, "schedule": 3.0, "training": 8.0,
@@ -187,17 +188,34 @@ def _title(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
     return _static(fig, draw)
 
 
+#: The closing card's text: each decision's headline (what was decided, not why) in lines of at most
+#: ``CARD_WIDTH`` characters, at most ``CARD_LINES`` of them; the reasons are in the report the card names.
+CARD_WIDTH, CARD_LINES = 100, 2
+
+
+def card_lines(decisions: list[str]) -> list[str]:
+    """The closing card's lines from the summary's decision lines (``- **name**: what — why``).
+
+    Example:
+        >>> card_lines(["- **batch size**: 32 — best held-out loss of the 2 candidate(s)"])
+        ['batch size: 32']
+    """
+    out: list[str] = []
+    for line in decisions:
+        head = line[2:].replace("**", "").replace("`", "").split(" — ", 1)[0]
+        out += textwrap.wrap(head, CARD_WIDTH, subsequent_indent="    ", max_lines=CARD_LINES, placeholder=" …")
+    return out
+
+
 def _closing(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
     """The closing card: the run's decisions and result, as the summary states them."""
     from .text import decision_lines
 
-    summary = extract.summary_of(snap)
-    lines = [wrapped for line in decision_lines(summary)
-             for wrapped in textwrap.wrap(line[2:].replace("**", "").replace("`", ""), 90, subsequent_indent="    ")]
+    lines = card_lines(decision_lines(extract.summary_of(snap)))
 
     def draw() -> None:
         fig.text(0.5, 0.85, "Result", ha="center", va="center", fontsize=18, weight="bold")
-        fig.text(0.5, 0.45, "\n".join(lines), ha="center", va="center", fontsize=10, linespacing=1.6, wrap=True)
+        fig.text(0.5, 0.45, "\n".join(lines), ha="center", va="center", fontsize=9, linespacing=1.5)
         fig.text(0.5, 0.06, "details: analysis/index.html and summary.md", ha="center", fontsize=9, color="grey")
 
     return _static(fig, draw)

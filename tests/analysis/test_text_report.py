@@ -233,3 +233,24 @@ def test_the_lr_scene_names_the_plateau_rule_when_it_placed_the_range():
                               "holdout_losses_smoothed": arrays["losses_smoothed"], "constant_loss": np.array(1.1)})
     assert lr_scene_caption(measured, None).endswith(
         "falls fastest. Grey dashed: the held-out loss of the best constant output (1.1).")
+
+
+def test_the_videos_closing_card_keeps_each_decisions_headline_and_fits_its_frame():
+    from ignite_seg.analysis.scenes import CARD_LINES, CARD_WIDTH, card_lines
+
+    # the decision lines of a tuned momentum SGD run whose length check took the cooler recipe (session 23): the
+    # reasons ran to 25 wrapped lines, past the top and bottom of a 16:9 frame
+    why = "the held-out perf did not fall by more than the tolerance " * 6
+    decisions = [
+        "- **learning rate**: peak (lr_end) 0.08534, lr_start 0.008534 on the cosine schedule, from the tuned range "
+        "[0.1396, 0.5218] (tuned: rescanned at batch size 32; then / 3.16 by the length check (its first run's "
+        "held-out perf dipped and recovered: a recipe at the edge of stability))",
+        "- **batch size**: 32 — best held-out loss of the 2 candidate(s) left after successive halving",
+        f"- **length check**: 1 full-length run(s); 23 epochs kept, learning rates / 3.162 — {why}",
+        "- **final val perf = 1 / (1 + loss)**: mean 0.7846, 95% CI [0.7247, 0.8445] over 2 trials",
+    ]
+    lines = card_lines(decisions)
+    assert lines[0].startswith("learning rate: peak (lr_end) 0.08534") and lines[1].endswith(" …")
+    assert lines[2:5] == ["batch size: 32", "length check: 1 full-length run(s); 23 epochs kept, learning rates / 3.162",
+                          "final val perf = 1 / (1 + loss): mean 0.7846, 95% CI [0.7247, 0.8445] over 2 trials"]
+    assert all(len(line) <= CARD_WIDTH for line in lines) and len(lines) <= CARD_LINES * len(decisions)
