@@ -82,3 +82,19 @@ def test_the_first_sweeps_divergence_is_scaled_with_its_range(tune):
     tune.rescan_at(0.001, 0.003)  # 20x below the scaled first top: not used
     lo, hi, _, diverged = _final_lr_range(tune.t, first, 8)
     assert (lo, hi, diverged) == pytest.approx((0.02, 0.065, 0.4))  # all three scaled linearly to batch 8
+
+
+@pytest.mark.parametrize("optimizer, peak", [("sgd", 0.5), ("adamw", 0.1)])
+def test_the_final_recipe_lifts_sgds_peak_past_the_range_top_and_caps_adamws(tmp_path, optimizer, peak):
+    # the tune hands its optimizer to the schedule's mapping: a range [0.01, 0.1] from a sweep that diverged at 5
+    import dataclasses
+
+    specs = {"model": normalize_spec(("tasks", "mlp", (), {}), "m"), "dataset": normalize_spec(("tasks", "blobs", (), {}), "d"),
+             "loss": normalize_spec(("torch.nn", "CrossEntropyLoss", (), {}), "l")}
+    s = dataclasses.replace(get_preset("fast"), optimizer=optimizer, schedule="cosine")
+    t = _start(SimpleNamespace(task_threads=1), RunFolder(tmp_path), s, specs, "classification", 96, 0, "cpu")
+    final = recipe._schedule(t, recipe._FinalRange(0.01, 0.1, "swept", 5.0), 16)
+    assert final.lr_end == pytest.approx(peak) and final.lr_start == pytest.approx(min(0.01, peak / 10))
+    step = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())["steps"]["schedule"]
+    assert step["peak_lifted"] is True and step["diverged_lr"] == 5.0 and step["range_max"] == 0.1
+    assert ("above the range's top" in step["mapping"]) is (optimizer == "sgd")
