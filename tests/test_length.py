@@ -25,6 +25,7 @@ from ignite_seg.tuning.length import (
     judge_length,
     length_slices,
     short_schedule,
+    spike_verdict,
     stop_patience,
 )
 from ignite_seg.tuning.recipe import _start
@@ -389,6 +390,9 @@ def test_a_dip_the_run_recovered_from_is_a_spike_a_fall_or_a_wobble_inside_the_t
     assert held.better and held.full == pytest.approx(0.78) and held.short == pytest.approx(0.76)
     assert not hold_end(spike, _ran(1, HOLDS[:-2] + [0.7, 0.7])).better  # 0.08 below: more than the tolerance
     assert not hold_end(spike, _ran(1, HOLDS, status="failed")).better
+    failed = spike_verdict(spike, hold_end(spike, _ran(1, HOLDS, status="failed")), 15, False, 10**0.5)
+    assert failed.endswith("the recipe at its learning rates / 3.16 did not finish a run on the same slice, so it is "
+                           "not taken")
 
 
 def test_a_run_that_dipped_and_recovered_on_a_decaying_schedule_trains_the_cooler_recipe_when_it_ends_as_well(

@@ -112,7 +112,7 @@ from .schedule import DECAYING
 
 __all__ = ["LENGTH_STEPS", "STOP_PATIENCE_FRAC", "COOL_FACTOR", "LengthDecision", "judge_length", "stop_patience",
            "length_slices", "short_schedule", "cooled", "check_length", "combine", "ShortPair", "compare_ends",
-           "short_verdict", "cool_verdict", "reach_best", "beat_best"]
+           "short_verdict", "cool_verdict", "reach_best", "beat_best", "hold_end", "spike_verdict"]
 
 logger = logging.getLogger(__name__)
 

@@ -202,8 +202,9 @@ def spike_verdict(run: LengthDecision, pair: ShortPair | None, epochs: int, won:
     words."""
     dipped = (f"the first run's held-out perf dipped {run.dip:.3g} below its best so far, more than the tolerance "
               f"({run.tol:.3g}), and recovered: a recipe at the edge of stability, whose trials may not recover")
-    if pair is None:
-        return f"{dipped}; the recipe at its learning rates / {factor:.3g} could not be compared"
+    if pair is None or not math.isfinite(pair.short):
+        return (f"{dipped}; the recipe at its learning rates / {factor:.3g} did not finish a run on the same slice, so "
+                "it is not taken")
     ends = f"{pair.short:.4g} against {pair.full:.4g} (tolerance {pair.tol:.3g})"
     if won:
         return (f"{dipped}; the recipe at its learning rates / {factor:.3g} ended within the tolerance of the run's "
