@@ -375,7 +375,7 @@ def test_a_cooler_recipe_must_reach_the_best_on_every_slice_before_the_shorter_i
 # recovered to 0.81; 3 of 4 trials of the same recipe ended at the constant output's loss (0.51), at lr / sqrt(10)
 # all four trained (0.79)
 SPIKE = [0.5, 0.6, 0.7, 0.74, 0.76, 0.5, 0.45, 0.6, 0.7, 0.74, 0.76, 0.77, 0.78, 0.78, 0.78]
-HOLDS = [0.4, 0.5, 0.6, 0.65, 0.7, 0.72, 0.73, 0.74, 0.75, 0.75, 0.76, 0.76, 0.76, 0.76, 0.76]  # 0.02 below: holds
+HOLDS = [0.4, 0.5, 0.6, 0.65, 0.7, 0.72, 0.73, 0.74, 0.75, 0.76, 0.77, 0.78, 0.78, 0.78, 0.78]  # as high: holds
 
 
 def test_a_dip_the_run_recovered_from_is_a_spike_a_fall_or_a_wobble_inside_the_tolerance_is_not():
@@ -387,8 +387,10 @@ def test_a_dip_the_run_recovered_from_is_a_spike_a_fall_or_a_wobble_inside_the_t
     assert fell.cut and fell.dip > fell.tol and not fell.spiked  # it did not recover: the fall rule's case
     assert not judge_length([0.5, float("nan"), 0.7], 3, 1, 0.02).spiked  # a non-finite epoch is no dip
     held = hold_end(spike, _ran(1, HOLDS))
-    assert held.better and held.full == pytest.approx(0.78) and held.short == pytest.approx(0.76)
-    assert not hold_end(spike, _ran(1, HOLDS[:-2] + [0.7, 0.7])).better  # 0.08 below: more than the tolerance
+    assert held.better and held.full == pytest.approx(0.78) and held.short == pytest.approx(0.78)  # a tie holds
+    # 0.005 below, inside the tolerance (0.056), does not: the Transformer of bench/RESULTS.md, session 23, whose
+    # cooler recipe ended 0.005 below its run and trained 0.806 / 0.898 on val where the lifted peak trains ~0.92
+    assert not hold_end(spike, _ran(1, HOLDS[:-2] + [0.775, 0.775])).better
     assert not hold_end(spike, _ran(1, HOLDS, status="failed")).better
     failed = spike_verdict(spike, hold_end(spike, _ran(1, HOLDS, status="failed")), 15, False, 10**0.5)
     assert failed.endswith("the recipe at its learning rates / 3.16 did not finish a run on the same slice, so it is "
@@ -406,18 +408,18 @@ def test_a_run_that_dipped_and_recovered_on_a_decaying_schedule_trains_the_coole
     assert g.short_against is None and g.short_won is False  # the compressed schedule was not compared
     assert "the first run's held-out perf dipped 0.217 below its best so far, more than the tolerance (0.0556), " \
         "and recovered" in g.decided_by
-    assert "ended within the tolerance of the run's end after the planned 15 epochs on the same slice (0.76 " \
-        "against 0.78 (tolerance 0.0556)), so the trials train it" in g.decided_by
+    assert "ended at least as high as the run after the planned 15 epochs on the same slice (0.78 against 0.78), " \
+        "so the trials train it" in g.decided_by
     misc = json.loads((tmp_path / "hparams" / MISC_JSON).read_text())
     info = length_info(misc)
     caption = length_caption(info)
     assert "The run's perf did not fall below its tolerance, but it dipped more than its tolerance below its best " \
         "so far (cross) and recovered" in caption and "Every run's perf fell" not in caption
-    assert "it ended within the tolerance of the run's end (open circle), so the trials train it, the planned 15 " \
+    assert "it ended at least as high as the run (open circle: the run's end), so the trials train it, the planned 15 " \
         "epochs. The recipe compressed to 5 epochs (dashed, squares) trained beside the first run and was not " \
         "compared." in caption
     ax = plot_length(info).axes[0]
-    assert "the run dipped; the recipe at its learning rates / 3.16 ended as well" in ax.get_title()
+    assert "the run dipped; the recipe at its learning rates / 3.16 ended as high" in ax.get_title()
     ends = [ln for ln in ax.get_lines() if ln.get_marker() == "o" and ln.get_markerfacecolor() == "white"]
     assert len(ends) == 1 and ends[0].get_xdata()[0] == 15  # the run's end it was compared with
     dip = [ln for ln in ax.get_lines() if ln.get_marker() == "x"]
@@ -437,15 +439,14 @@ def test_a_cooler_recipe_that_ends_lower_after_a_dip_is_not_taken_and_the_shorte
         runner, monkeypatch, tmp_path):
     from ignite_seg.analysis.length import length_caption, length_info
 
-    low = HOLDS[:-3] + [0.7] * 3  # 0.08 below the run's end
+    low = HOLDS[:-3] + [0.77] * 3  # 0.01 below the run's end
     win = [0.7, 0.78, 0.8, 0.82, 0.84]
     hp, got, g, calls = _check_with(runner, monkeypatch, tmp_path, [SPIKE] * 3, [win] * 3, cool=[low])
     assert calls == [[0, ("short", 0)], [("cool", 0)], [1, ("short", 1)], [2, ("short", 2)]]
     assert got == short_schedule(hp, 1 / 3, 5) and g.cool_won is False and g.cool_because == "spiked"
-    assert "ended more than the tolerance below the run's end on the same slice (0.7 against 0.78 (tolerance " \
-        "0.0556)), so it is not taken" in g.decided_by
+    assert "ended below the run on the same slice (0.77 against 0.78), so it is not taken" in g.decided_by
     caption = length_caption(length_info(json.loads((tmp_path / "hparams" / MISC_JSON).read_text())))
-    assert "it ended more than the tolerance below the run's end (open circle) and is not taken" in caption
+    assert "it ended below the run (open circle: the run's end) and is not taken" in caption
     assert "so the trials train the compressed 5-epoch schedule" in caption
 
 

@@ -136,7 +136,7 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
     ax.set_ylabel(f"held-out {PERF_LABELS.get(info.accuracy_style, 'perf')}")
     ax.set_xlim(0.5, info.epochs_planned + 0.5)
     spiked = info.cool_because == "spiked" and bool(info.cool_perfs)
-    verdict = (f"the run dipped; the recipe at its learning rates / {info.cool_factor:.3g} ended as well"
+    verdict = (f"the run dipped; the recipe at its learning rates / {info.cool_factor:.3g} ended as high"
                if spiked and info.cool_won
                else f"the recipe at its learning rates / {info.cool_factor:.3g} ended above the runs' best" if info.cool_won
                else f"the {info.epochs}-epoch schedule reached the runs' best" if info.short_won and info.short_against == "best"
@@ -198,9 +198,9 @@ def length_caption(info: LengthInfo) -> str:
         if info.cool_won:
             beside = "" if not n else (f" The recipe compressed to {info.short_epochs} epochs (dashed, squares) "
                                        "trained beside the first run and was not compared.")
-            return head + (f"{who}: it ended within the tolerance of the run's end (open circle), so the trials "
+            return head + (f"{who}: it ended at least as high as the run (open circle: the run's end), so the trials "
                            f"train it, the planned {info.epochs} epochs.{beside}")
-        who += ": it ended more than the tolerance below the run's end (open circle) and is not taken"
+        who += ": it ended below the run (open circle: the run's end) and is not taken"
     # a folder from before the sign test (no short_slices) was decided by a margin of the tolerance
     how = "" if info.short_slices else " by more than the tolerance"
     sign = " (a sign test: each slice is tried only after the ones before favoured it)" if info.short_slices else ""

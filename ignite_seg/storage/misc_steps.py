@@ -241,7 +241,7 @@ class LengthStep(JsonSection):
     #: on run k's slice), compared when every run fell or when the first run's perf dipped and recovered on a
     #: decaying schedule: its runs' held-out perf after every epoch, how each ended, and whether the trials train it
     #: (every run fell: it ended above the run's best by more than the tolerance, and above the compressed schedule's
-    #: end on the same slice, on every slice; a dip: it ended within the tolerance of the first run's end);
+    #: end on the same slice, on every slice; a dip: it ended at least as high as the first run);
     #: ``None`` when not compared (and in folders made before it)
     cool_factor: float | None = optional()
     cool_perfs: list[list[float]] | None = optional()

@@ -149,20 +149,20 @@ def beat_best(full: LengthDecision, rival: LengthResult, short: LengthResult | N
 
 
 def hold_end(full: LengthDecision, rival: LengthResult) -> ShortPair:
-    """Whether a rival run on a slice ended within the tolerance of the end of that slice's full run (``full``: its
-    verdict), on the same 3-epoch mean: as good as the full recipe by the measure of the fall rule. A run that failed
+    """Whether a rival run on a slice ended at least as high as that slice's full run (``full``: its verdict), on the
+    same 3-epoch mean: as good where it was measured (a tie holds: the rival is the safer recipe). A run that failed
     never holds.
 
     Example:
         >>> spiked = LengthDecision(15, False, 15, 0.81, 0.81, 0.026, "spiked", dip=0.05)
         >>> ran = lambda *p: LengthResult(0, "completed", {"perfs": np.array(p)}, len(p))
-        >>> hold_end(spiked, ran(0.7, 0.78, 0.79)).better, hold_end(spiked, ran(0.7, 0.76, 0.77)).better
+        >>> hold_end(spiked, ran(0.7, 0.81, 0.81)).better, hold_end(spiked, ran(0.7, 0.8, 0.81)).better
         (True, False)
     """
     if rival.status not in ("completed", "stopped") or not rival.epochs:
-        return ShortPair(full.end, math.nan, full.tol, False)
+        return ShortPair(full.end, math.nan, 0.0, False)
     b = float(smooth_epochs(np.asarray(rival.arrays["perfs"]))[-1])
-    return ShortPair(full.end, b, full.tol, bool(math.isfinite(b) and b >= full.end - full.tol))
+    return ShortPair(full.end, b, 0.0, bool(math.isfinite(b) and b >= full.end))
 
 
 def short_verdict(pairs: Sequence[ShortPair], against: str, epochs: int, short_epochs: int, won: bool) -> str:
@@ -205,12 +205,12 @@ def spike_verdict(run: LengthDecision, pair: ShortPair | None, epochs: int, won:
     if pair is None or not math.isfinite(pair.short):
         return (f"{dipped}; the recipe at its learning rates / {factor:.3g} did not finish a run on the same slice, so "
                 "it is not taken")
-    ends = f"{pair.short:.4g} against {pair.full:.4g} (tolerance {pair.tol:.3g})"
+    ends = f"{pair.short:.4g} against {pair.full:.4g}"
     if won:
-        return (f"{dipped}; the recipe at its learning rates / {factor:.3g} ended within the tolerance of the run's "
-                f"end after the planned {epochs} epochs on the same slice ({ends}), so the trials train it")
-    return (f"{dipped}; the recipe at its learning rates / {factor:.3g} ended more than the tolerance below the run's "
-            f"end on the same slice ({ends}), so it is not taken")
+        return (f"{dipped}; the recipe at its learning rates / {factor:.3g} ended at least as high as the run after "
+                f"the planned {epochs} epochs on the same slice ({ends}), so the trials train it")
+    return (f"{dipped}; the recipe at its learning rates / {factor:.3g} ended below the run on the same slice "
+            f"({ends}), so it is not taken")
 
 
 def combine(judged: Sequence[LengthDecision], epochs: int) -> tuple[int, str]:
