@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-__all__ = ["moving_average", "smooth_epochs", "nanmean", "DivergenceMonitor", "REGAIN_MIN_IMPROVEMENT"]
+__all__ = ["moving_average", "smooth_epochs", "deepest_dip", "nanmean", "DivergenceMonitor", "REGAIN_MIN_IMPROVEMENT"]
 
 #: The regain rule of :func:`divergence_index` applies once the loss improved by this fraction:
 #: before that, what it "gives back" is mostly batch-to-batch noise.
@@ -61,6 +61,22 @@ def smooth_epochs(y: np.ndarray) -> np.ndarray:
     out = moving_average(y, 3)
     out[0], out[-1] = y[:2].mean(), y[-2:].mean()
     return out
+
+
+def deepest_dip(y: np.ndarray) -> tuple[int, float]:
+    """Where a curve (higher is better) lay furthest below its best so far, and by how much ``(index, depth)``;
+    ``(0, 0.0)`` when it never fell. Non-finite points are no dip.
+
+    Example:
+        >>> k, depth = deepest_dip(np.array([0.5, 0.7, 0.6, 0.4, 0.8]))
+        >>> k, round(depth, 3)
+        (3, 0.3)
+    """
+    y = np.asarray(y, dtype=np.float64)
+    below = np.fmax.accumulate(y) - y if y.size else y
+    below = np.where(np.isfinite(below), below, -np.inf)
+    k = int(np.argmax(below)) if below.size else 0
+    return (k, float(below[k])) if below.size and below[k] > 0 else (0, 0.0)
 
 
 def nanmean(a: np.ndarray, axis: int = 0, min_count: int = 1) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..smoothing import smooth_epochs
+from ..smoothing import deepest_dip, smooth_epochs
 from ..storage.names import MISC_JSON
 from ..storage.schemas import MiscFile
 from ._mpl import COLORS, PERF_LABELS, new_figure, set_color
@@ -55,6 +55,11 @@ class LengthInfo:
     cool_perfs: tuple[np.ndarray, ...] = ()
     cool_won: bool = False
     cool_because: str = "fell"
+
+    @property
+    def dipped(self) -> bool:
+        """The cooler recipe ran because the first run dipped and recovered (not because every run fell)."""
+        return self.cool_because == "spiked" and bool(self.cool_perfs)
 
 
 def length_info(misc: object, accuracy_style: str = "classification") -> LengthInfo | None:
@@ -119,13 +124,12 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
         if not p.size:
             continue
         color = COLORS["val"] if r == 0 else set_color(r - 1)
-        if info.cool_because == "spiked" and r < len(info.perfs) and info.perfs[r].size:  # compared with this end
+        if info.dipped and r < len(info.perfs) and info.perfs[r].size:  # compared with this end
             sm = smooth_epochs(info.perfs[r])
             ax.plot([sm.size], [sm[-1]], "o", color=color, ms=8, mfc="white", mew=1.5)
-            below = np.fmax.accumulate(sm) - sm
-            k = int(np.nanargmax(np.where(np.isfinite(below), below, -np.inf)))
+            k, depth = deepest_dip(sm)
             ax.plot([k + 1], [sm[k]], "x", color=color, ms=9, mew=2,
-                    label=f"run {r + 1}'s dip: {below[k]:.3g} below its best so far")
+                    label=f"run {r + 1}'s dip: {depth:.3g} below its best so far")
         ax.plot(np.arange(1, p.size + 1), p, color=color, lw=1.5, ls=":", marker="^", ms=3,
                 label=f"slice {r + 1}: the recipe at its learning rates / {info.cool_factor:.3g}")
         ax.plot([p.size], [smooth_epochs(p)[-1]], "^", color=color, ms=8, mfc="white", mew=1.5)
@@ -135,9 +139,8 @@ def plot_length(info: LengthInfo, dpi: float = 110) -> Figure:
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"held-out {PERF_LABELS.get(info.accuracy_style, 'perf')}")
     ax.set_xlim(0.5, info.epochs_planned + 0.5)
-    spiked = info.cool_because == "spiked" and bool(info.cool_perfs)
     verdict = (f"the run dipped; the recipe at its learning rates / {info.cool_factor:.3g} ended as high"
-               if spiked and info.cool_won
+               if info.dipped and info.cool_won
                else f"the recipe at its learning rates / {info.cool_factor:.3g} ended above the runs' best" if info.cool_won
                else f"the {info.epochs}-epoch schedule reached the runs' best" if info.short_won and info.short_against == "best"
                else f"the {info.epochs}-epoch schedule ended better" if info.short_won
@@ -155,9 +158,8 @@ def length_caption(info: LengthInfo) -> str:
             "out its own slice of the training set and scoring it after every epoch, stopping once its perf had "
             "clearly fallen (thin: as measured; thick: the 3-epoch mean the rule reads; dot: its best; shaded: the "
             "tolerance under the best). ")
-    spiked = info.cool_because == "spiked" and bool(info.cool_perfs)
     all_fell = ((info.cut and not info.short_won) or (info.short_won and info.short_against == "best")
-                or (info.cool_won and not spiked))
+                or (info.cool_won and not info.dipped))
     fell = runs if all_fell else sum(_fell(p, b, t) for p, b, t in zip(info.perfs, info.bests, info.tols))
     who = ("Every run's perf fell below its tolerance" if all_fell
            else "The run's perf did not fall below its tolerance" if runs == 1 and not fell
@@ -190,7 +192,7 @@ def length_caption(info: LengthInfo) -> str:
                      else " It did not reach the runs' best within the tolerance on every slice.")
         return head + (f"{who}{'.' + cool + ' So' if cool else ', so'} the trials train {info.epochs} epochs (dashed), "
                        "the latest of the runs' best epochs (at least min_epochs)." + (shorter + not_taken if n else ""))
-    if spiked:
+    if info.dipped:
         who += (f", but {'it' if runs == 1 else 'the first'} dipped more than its tolerance below its best so far "
                 "(cross) and recovered: a recipe at the edge of stability, whose trials, from other initialisations, may not "
                 f"recover. The recipe at its learning rates / {info.cool_factor:.3g} (dotted, triangles; open "

@@ -11,7 +11,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from ..engine.length_run import LengthResult
-from ..smoothing import smooth_epochs
+from ..smoothing import deepest_dip, smooth_epochs
 
 __all__ = ["LengthDecision", "judge_length", "combine", "ShortPair", "compare_ends", "reach_best", "beat_best",
            "hold_end", "short_verdict", "cool_verdict", "spike_verdict"]
@@ -64,8 +64,7 @@ def judge_length(perfs: Sequence[float], epochs: int, min_epochs: int, rel_tol: 
     k = int(np.argmax(sm))
     best, end = float(sm[k]), float(sm[-1])
     tol = rel_tol * abs(best) + abs_tol
-    below = np.fmax.accumulate(sm) - sm
-    dip = float(below[np.isfinite(below)].max(initial=0.0))
+    dip = deepest_dip(sm)[1]
     where = f"best {best:.4g} after epoch {k + 1}, {end:.4g} after epoch {y.size} (tolerance {tol:.3g})"
     if best - end <= tol:
         return LengthDecision(epochs, False, k + 1, best, end, tol, f"held-out perf ends within the tolerance of its "
