@@ -63,6 +63,27 @@ class LengthResult:
     examples: int = 0
     error: str | None = None
 
+    @property
+    def usable(self) -> bool:
+        """Whether the run scored its slice after at least one epoch and ended as a run may: completed, or stopped
+        once its perf had clearly fallen (not diverged or failed)."""
+        return self.status in ("completed", "stopped") and self.epochs > 0
+
+    @property
+    def end(self) -> float:
+        """The held-out perf at the run's end on the 3-epoch mean the length check reads
+        (:func:`~ignite_seg.smoothing.smooth_epochs`: the mean of its last two epochs); NaN when not :attr:`usable`.
+
+        Example:
+            >>> LengthResult(0, "completed", {"perfs": np.array([0.7, 0.76, 0.75])}, 3).end
+            0.755
+            >>> math.isnan(LengthResult(0, "diverged", {"perfs": np.array([0.7])}, 1).end)
+            True
+        """
+        if not self.usable:
+            return math.nan
+        return float(smooth_epochs(np.asarray(self.arrays["perfs"]))[-1])
+
 
 class StopWhenFallen:
     """Terminate the trainer once the held-out perf, on a 3-epoch moving mean

@@ -292,9 +292,7 @@ class _LengthRuns:
         """The first run's verdict when its perf dipped by more than the tolerance and recovered
         (:attr:`~.length_verdicts.LengthDecision.spiked`) on a schedule that decays from its peak (:data:`DECAYING`);
         else ``None``."""
-        first = self.ordered[0] if self.ordered else None
-        usable = first is not None and first.status in ("completed", "stopped") and bool(first.epochs)
-        if not usable or self.hp.schedule not in DECAYING or not self.judged[0].spiked:
+        if not self.ordered or not self.ordered[0].usable or self.hp.schedule not in DECAYING or not self.judged[0].spiked:
             return None
         return self.judged[0]
 
@@ -319,7 +317,7 @@ class _LengthRuns:
         for task, kind in todo:
             r = done[task.key]
             (self.ordered if kind is None else self.rival_done[kind]).append(r)
-            if r.status not in ("completed", "stopped") or not r.epochs:
+            if not r.usable:
                 logger.warning("length check %s %d %s: %s", "run" if kind is None else f"{kind} run", k + 1, r.status,
                                last_line(r.error) if r.error else "its held-out perf became non-finite")
             elif kind is None:

@@ -101,10 +101,9 @@ def compare_ends(full: LengthResult, short: LengthResult) -> ShortPair:
         >>> compare_ends(ran(0.7, 0.76, 0.75), ran(0.74, 0.7, 0.8)).better  # 0.75: one good last epoch is not enough
         False
     """
-    usable = [r.status in ("completed", "stopped") and r.epochs for r in (full, short)]
-    if not all(usable):
+    if not (full.usable and short.usable):
         return ShortPair(math.nan, math.nan, 0.0, False)
-    a, b = (float(smooth_epochs(np.asarray(r.arrays["perfs"]))[-1]) for r in (full, short))
+    a, b = full.end, short.end
     return ShortPair(a, b, 0.0, bool(math.isfinite(a) and math.isfinite(b) and b > a))
 
 
@@ -117,9 +116,9 @@ def reach_best(full: LengthDecision, short: LengthResult) -> ShortPair:
         >>> reach_best(fell, LengthResult(0, "completed", {"perfs": np.array([0.7, 0.8, 0.81])}, 3))
         ShortPair(full=0.82, short=0.805, tol=0.026, better=True)
     """
-    if short.status not in ("completed", "stopped") or not short.epochs:
+    if not short.usable:
         return ShortPair(full.best, math.nan, full.tol, False)
-    b = float(smooth_epochs(np.asarray(short.arrays["perfs"]))[-1])
+    b = short.end
     return ShortPair(full.best, b, full.tol, bool(math.isfinite(b) and b >= full.best - full.tol))
 
 
@@ -138,12 +137,10 @@ def beat_best(full: LengthDecision, rival: LengthResult, short: LengthResult | N
         >>> beat_best(fell, ran(0.7, 0.8, 0.85, 0.86), short=ran(0.8, 0.86, 0.87)).better  # the shorter ended higher
         False
     """
-    if rival.status not in ("completed", "stopped") or not rival.epochs:
+    if not rival.usable:
         return ShortPair(full.best, math.nan, full.tol, False)
-    b = float(smooth_epochs(np.asarray(rival.arrays["perfs"]))[-1])
-    above_short = True
-    if short is not None and short.status in ("completed", "stopped") and short.epochs:
-        above_short = b > float(smooth_epochs(np.asarray(short.arrays["perfs"]))[-1])
+    b = rival.end
+    above_short = short is None or not short.usable or b > short.end
     return ShortPair(full.best, b, full.tol, bool(math.isfinite(b) and b > full.best + full.tol and above_short))
 
 
@@ -158,9 +155,9 @@ def hold_end(full: LengthDecision, rival: LengthResult) -> ShortPair:
         >>> hold_end(spiked, ran(0.7, 0.81, 0.81)).better, hold_end(spiked, ran(0.7, 0.8, 0.81)).better
         (True, False)
     """
-    if rival.status not in ("completed", "stopped") or not rival.epochs:
+    if not rival.usable:
         return ShortPair(full.end, math.nan, 0.0, False)
-    b = float(smooth_epochs(np.asarray(rival.arrays["perfs"]))[-1])
+    b = rival.end
     return ShortPair(full.end, b, 0.0, bool(math.isfinite(b) and b >= full.end))
 
 
