@@ -58,11 +58,15 @@ def test_the_short_run_has_the_trials_schedule_shape(schedule):
 
 def test_peak_first_schedules_peak_inside_the_range():
     assert schedule_lrs("triangular", 0.01, 0.1)[:2] == (0.01, 0.1)
-    for name in ("cosine", "inv-sqrt", "one-cycle", "constant"):
+    for name in ("cosine", "one-cycle", "constant"):
         lrs = schedule_lrs(name, 0.01, 0.1)
-        assert lrs.lr_end == pytest.approx(10**-1.5) and "peak" in lrs.mapping
+        assert lrs.lr_end == pytest.approx(10**-1.5) and "geometric centre" in lrs.mapping
         # a decay ends at least a decade below its peak: a range a decade wide is not enough for it
-        assert lrs.lr_start == (pytest.approx(10**-2.5) if name in ("cosine", "inv-sqrt") else 0.01)
+        assert lrs.lr_start == (pytest.approx(10**-2.5) if name == "cosine" else 0.01)
+    # inverse-sqrt leaves its peak at once: its peak is the top, and it decays a decade to the bottom
+    inv = schedule_lrs("inv-sqrt", 0.01, 0.1)
+    assert inv[:2] == (0.01, 0.1) and "the tuned range's top" in inv.mapping and not inv.lifted
+    assert schedule_lrs("inv-sqrt", 0.01, 0.032)[:2] == (pytest.approx(0.0032), 0.032)  # narrow: a decade below
     assert schedule_lrs("cosine", 1e-4, 0.1).lr_start == 1e-4  # a range wider than two decades: its bottom
     with pytest.raises(ValueError, match="lr_min"):
         schedule_lrs("cosine", 0.1, 0.01)
@@ -75,8 +79,15 @@ def test_a_peak_first_peak_is_lifted_towards_a_decade_below_the_divergence():
     assert "lifted to 10x below where the sweep diverged (0.05; the sweep diverged at 0.5)" in lifted.mapping
     # ... never above the range's top for an adaptive optimizer (or one not named) ...
     for optimizer in ("adamw", None):
-        top = schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=5.0, optimizer=optimizer)
+        top = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=5.0, optimizer=optimizer)
         assert top.lr_end == pytest.approx(0.1) and "lifted to the top (0.1" in top.mapping
+        # inverse-sqrt's peak is the top already: nothing to lift
+        inv = schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=5.0, optimizer=optimizer)
+        assert inv.lr_end == pytest.approx(0.1) and not inv.lifted and "lifted" not in inv.mapping
+    # SGD's inverse-sqrt is lifted from the top when a decade below the divergence lies above it
+    inv = schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=5.0, optimizer="sgd")
+    assert inv.lifted and inv.lr_end == pytest.approx(0.5) and "above the range's top" in inv.mapping
+    assert not schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=0.5, optimizer="sgd").lifted  # 0.05: below the top
     # ... while SGD's goes on to a decade below the divergence (its best peak tracks it), and decays a decade
     sgd = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=5.0, optimizer="sgd")
     assert sgd.lifted and sgd.lr_end == pytest.approx(0.5) and sgd.lr_start == pytest.approx(0.01)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs"]
+__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "BRIEF_PEAK", "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs"]
 
 #: Schedules that reach their peak at once (after the warmup) and then hold or decay from it; the
 #: triangular one visits its top only briefly, once per cycle.
@@ -22,6 +22,11 @@ PEAK_FIRST = ("cosine", "inv-sqrt", "one-cycle", "constant")
 #: session 17: the tuned AdamW cosine recipes of 18 tasks decaying to a tenth of the peak instead of the range's
 #: bottom (1.8x below it) scored +0.005 on average, up to +0.017, and at most 0.0014 less (within the noise).
 DECAYING = ("cosine", "inv-sqrt")
+#: Peak-first schedules that leave their peak at once: inverse-sqrt decaying a decade is below half its peak after 3%
+#: of its steps, and its time-averaged log LR lies 0.79 decades below the peak (cosine's: 0.36), so at the same peak
+#: it trains at about a third of cosine's LR. Its peak is the range's top, like the triangular schedule's: about 2.7x
+#: the centre on a range a decade wide, where both schedules average the same log LR (bench/RESULTS.md, session 24).
+BRIEF_PEAK = ("inv-sqrt",)
 DECAY_RATIO = 10.0
 #: A decaying schedule's peak is lifted from the range's centre towards this factor below the LR where the sweep
 #: first diverged (above the range's top for SGD only): the range test's rule of thumb, a decade below the divergence.
@@ -52,7 +57,8 @@ class ScheduleLRs(NamedTuple):
     lr_start: float
     lr_end: float
     mapping: str
-    #: the peak was lifted from the range's centre towards :data:`DIVERGE_MARGIN` below the divergence
+    #: the peak was lifted from the range's centre (top: :data:`BRIEF_PEAK`) towards :data:`DIVERGE_MARGIN` below the
+    #: divergence
     lifted: bool = False
 
 
@@ -68,15 +74,23 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
     peak for the first quarter of the steps — so its peak (``lr_end``) is the range's geometric centre, a
     safe LR inside the range. A cosine or inverse-sqrt run then decays to ``lr_start``: the range's bottom,
     or a tenth of the peak (:data:`DECAY_RATIO`) where that is lower — the grid family's, and what a user
-    writes. ignite_seg's issue 25: with the top as the peak, a cosine or inverse-sqrt run *started* at the
-    edge of the range.
+    writes. ignite_seg's issue 25: with the top as the peak, a cosine run *started* at the edge of the range.
+
+    Inverse-sqrt is the exception (:data:`BRIEF_PEAK`): it leaves its peak at once — decaying a decade, it is below
+    half its peak after 3% of its steps and averages a log LR 0.79 decades below it, where cosine averages 0.36 — so
+    at the centre it trains at about a third of the LR cosine trains at, and its peak is the range's top (about 2.7x
+    the centre on a range a decade wide: the two average the same log LR). bench/RESULTS.md, session 24: grids of the
+    AdamW inv-sqrt recipe put the best peak above the centre-tuned one on 11 of 16 tasks (1.3-5.6x), below it on 2;
+    over 68 tunes (34 tasks, 2 seeds) the top scored better on 16 (up to +0.052), worse on 12 (up to -0.012, where the
+    grid is flat), and the mean regret against the grids fell from 0.0117 to 0.0069.
 
     The centre is cautious where the range ends far below where training broke down: a sweep whose held-out loss
     bottomed out early and crept up for a decade or more before a repeat diverged (a young model's noise at a rising
     LR, not an LR it cannot train at). A decaying schedule (:data:`DECAYING`) anneals a hot start away, so its peak is
     lifted to a decade below the lowest LR at which a repeat diverged (``diverged_lr``, :data:`DIVERGE_MARGIN`) when
-    that lies above the centre (bench/RESULTS.md, session 22: a Transformer with momentum SGD, range 0.0013-0.013,
-    diverged at 0.3: 0.67 at the centre, 0.91 lifted to the top, the grid's best 0.94). For ``optimizer="sgd"`` the
+    that lies above the centre (inverse-sqrt's: above the top; bench/RESULTS.md, session 22: a Transformer with
+    momentum SGD, range 0.0013-0.013, diverged at 0.3: 0.67 at the centre, 0.91 lifted to the top, the grid's best
+    0.94). For ``optimizer="sgd"`` the
     lift may go above the range's top: SGD's best peak tracks its divergence (session 22: the grid's best momentum
     peak lay a median 0.46 decades above the centre, correlated 0.72 with the gap up to the divergence), and lifting
     past the top trained 0.91 -> 0.92 on the Transformer and 0.63 -> 0.64 on a tabular task, at most 0.012 worse on
@@ -94,24 +108,33 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
         [0.001, 0.01]
         >>> [round(v, 5) for v in schedule_lrs("cosine", 0.001, 0.01, diverged_lr=0.3, optimizer="sgd")[:2]]  # past it
         [0.001, 0.03]
+        >>> [round(v, 5) for v in schedule_lrs("inv-sqrt", 0.001, 0.01)[:2]]  # it leaves its peak at once: the top
+        [0.001, 0.01]
     """
     if not 0 < lr_min <= lr_max:
         raise ValueError(f"need 0 < lr_min <= lr_max, got lr_min={lr_min!r}, lr_max={lr_max!r}")
     if schedule not in PEAK_FIRST:
         return ScheduleLRs(lr_min, lr_max, f"{schedule}: cycles over the whole tuned range")
-    centre = math.sqrt(lr_min * lr_max)
-    how = (f"{schedule}: its peak comes first and is held or decays, so the peak (lr_end) is the geometric centre of "
-           "the tuned range, not its top (the edge of what training tolerates)")
-    peak, lifted = centre, False
-    if (schedule in DECAYING and diverged_lr is not None and math.isfinite(diverged_lr)
-            and diverged_lr / DIVERGE_MARGIN > centre):
+    if schedule in BRIEF_PEAK:
+        peak = lr_max
+        how = (f"{schedule}: its peak comes first but it leaves it at once (below half the peak after 3% of the steps, "
+               "its time-averaged log LR 0.79 decades below it against cosine's 0.36), so the peak (lr_end) is the "
+               "tuned range's top, as the triangular schedule's is")
+    else:
+        peak = math.sqrt(lr_min * lr_max)
+        how = (f"{schedule}: its peak comes first and is held or decays, so the peak (lr_end) is the geometric centre "
+               "of the tuned range, not its top (the edge of what training tolerates)")
+    lifted = False
+    if schedule in DECAYING and diverged_lr is not None and math.isfinite(diverged_lr):
         target = diverged_lr / DIVERGE_MARGIN
-        peak, lifted = (target if optimizer == "sgd" else min(lr_max, target)), True
-        where = (f"{DIVERGE_MARGIN:g}x below where the sweep diverged, above the range's top (SGD's best peak tracks "
-                 "its divergence)" if peak > lr_max else "the top" if peak == lr_max
-                 else f"{DIVERGE_MARGIN:g}x below where the sweep diverged")
-        how += (f", lifted to {where} ({peak:.3g}; the sweep diverged at {diverged_lr:.3g}): a range that ends far "
-                "below the divergence is cautious")
+        to = target if optimizer == "sgd" else min(lr_max, target)
+        if to > peak:
+            peak, lifted = to, True
+            where = (f"{DIVERGE_MARGIN:g}x below where the sweep diverged, above the range's top (SGD's best peak "
+                     "tracks its divergence)" if peak > lr_max else "the top" if peak == lr_max
+                     else f"{DIVERGE_MARGIN:g}x below where the sweep diverged")
+            how += (f", lifted to {where} ({peak:.3g}; the sweep diverged at {diverged_lr:.3g}): a range that ends far "
+                    "below the divergence is cautious")
     if schedule in DECAYING:
         floor = min(lr_min, peak / DECAY_RATIO)
         return ScheduleLRs(floor, peak, how + ("; the decay ends at lr_start, the range's bottom" if floor == lr_min
