@@ -57,6 +57,10 @@ RECIPES = {
     # cosine from the first step); session 22, added before any tune of it was looked at
     "sgd-momentum-cosine": {"optimizer": "sgd", "momentum": 0.9, "weight_decay": 5e-4, "schedule": "cosine",
                             "warmup_epochs": 0.0},
+    # fastai's fit_one_cycle (Adam with decoupled weight decay 0.01, betas 0.9/0.99, one cycle up then down, its own
+    # warmup); session 24, added before any tune of it was looked at
+    "adamw-one-cycle": {"optimizer": "adamw", "weight_decay": 0.01, "betas": (0.9, 0.99), "schedule": "one-cycle",
+                        "warmup_epochs": 0.0},
 }
 #: issue 18's grid size, the base of the compute share
 GRID_CELLS = 100
