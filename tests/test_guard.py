@@ -98,9 +98,12 @@ def test_a_peak_first_peak_is_lifted_towards_a_decade_below_the_divergence():
     for diverged in (0.2, None, float("nan")):
         lrs = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=diverged)
         assert lrs.lr_end == pytest.approx(10**-1.5) and "lifted" not in lrs.mapping and not lrs.lifted
-    # a schedule that does not anneal its peak away (held, or not measured) keeps the centre
-    for name in ("constant", "one-cycle"):
-        assert schedule_lrs(name, 0.01, 0.1, diverged_lr=5.0, optimizer="sgd").lr_end == pytest.approx(10**-1.5)
+    # a schedule that holds its peak keeps the centre
+    assert schedule_lrs("constant", 0.01, 0.1, diverged_lr=5.0, optimizer="sgd").lr_end == pytest.approx(10**-1.5)
+    # one-cycle anneals its peak away on its way down: lifted as a decay is, and starts (ends / 100) at the bottom
+    one = schedule_lrs("one-cycle", 0.01, 0.1, diverged_lr=0.5, optimizer="adamw")
+    assert one.lifted and one.lr_end == pytest.approx(0.05) and one.lr_start == 0.01
+    assert schedule_lrs("one-cycle", 0.01, 0.1, diverged_lr=5.0, optimizer="adamw").lr_end == pytest.approx(0.1)
     # cycles over the whole range
     assert schedule_lrs("triangular", 0.01, 0.1, diverged_lr=5.0, optimizer="sgd")[:2] == (0.01, 0.1)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "BRIEF_PEAK", "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs"]
+__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "ANNEALING", "BRIEF_PEAK", "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs"]
 
 #: Schedules that reach their peak at once (after the warmup) and then hold or decay from it; the
 #: triangular one visits its top only briefly, once per cycle.
@@ -22,13 +22,16 @@ PEAK_FIRST = ("cosine", "inv-sqrt", "one-cycle", "constant")
 #: session 17: the tuned AdamW cosine recipes of 18 tasks decaying to a tenth of the peak instead of the range's
 #: bottom (1.8x below it) scored +0.005 on average, up to +0.017, and at most 0.0014 less (within the noise).
 DECAYING = ("cosine", "inv-sqrt")
+#: Schedules that anneal their peak away before the end (a decay from the peak, or one-cycle's way down): their peak
+#: is lifted towards :data:`DIVERGE_MARGIN` below the divergence.
+ANNEALING = DECAYING + ("one-cycle",)
 #: Peak-first schedules that leave their peak at once: inverse-sqrt decaying a decade is below half its peak after 3%
 #: of its steps, and its time-averaged log LR lies 0.79 decades below the peak (cosine's: 0.36), so at the same peak
 #: it trains at about a third of cosine's LR. Its peak is the range's top, like the triangular schedule's: about 2.7x
 #: the centre on a range a decade wide, where both schedules average the same log LR (bench/RESULTS.md, session 24).
 BRIEF_PEAK = ("inv-sqrt",)
 DECAY_RATIO = 10.0
-#: A decaying schedule's peak is lifted from the range's centre towards this factor below the LR where the sweep
+#: An annealing schedule's peak is lifted from the range's centre towards this factor below the LR where the sweep
 #: first diverged (above the range's top for SGD only): the range test's rule of thumb, a decade below the divergence.
 DIVERGE_MARGIN = 10.0
 
@@ -86,8 +89,8 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
 
     The centre is cautious where the range ends far below where training broke down: a sweep whose held-out loss
     bottomed out early and crept up for a decade or more before a repeat diverged (a young model's noise at a rising
-    LR, not an LR it cannot train at). A decaying schedule (:data:`DECAYING`) anneals a hot start away, so its peak is
-    lifted to a decade below the lowest LR at which a repeat diverged (``diverged_lr``, :data:`DIVERGE_MARGIN`) when
+    LR, not an LR it cannot train at). A schedule that anneals its peak away (:data:`ANNEALING`: a decay from the
+    peak, or one-cycle's way down) does not end hot, so its peak is lifted to a decade below the lowest LR at which a repeat diverged (``diverged_lr``, :data:`DIVERGE_MARGIN`) when
     that lies above the centre (inverse-sqrt's: above the top; bench/RESULTS.md, session 22: a Transformer with
     momentum SGD, range 0.0013-0.013, diverged at 0.3: 0.67 at the centre, 0.91 lifted to the top, the grid's best
     0.94). For ``optimizer="sgd"`` the
@@ -96,8 +99,10 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
     past the top trained 0.91 -> 0.92 on the Transformer and 0.63 -> 0.64 on a tabular task, at most 0.012 worse on
     13 tunes (session 23). An adaptive optimizer (AdamW, or an unknown one: ``None``) stops at the top: its grid's best
     peak lay at the centre (a median 0.07 decades below it, uncorrelated with the divergence, session 21), and its
-    sweeps diverge up to two decades past the range. One-cycle and constant keep the centre: constant never anneals its
-    peak, and neither was measured.
+    sweeps diverge up to two decades past the range. One-cycle, lifted the same way since session 24 (AdamW: grids of 8
+    tasks put its best peak above the centre on 7; over 34 + 21 tunes the lift scored better on 17, worse on 8, none
+    newly below the untuned default, and lifted a GRU out of a collapse). Constant keeps the centre: it never anneals
+    its peak.
 
     Example:
         >>> [round(v, 5) for v in schedule_lrs("cosine", 0.01, 0.032)[:2]]  # narrow: it ends a decade below the peak
@@ -125,7 +130,7 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
         how = (f"{schedule}: its peak comes first and is held or decays, so the peak (lr_end) is the geometric centre "
                "of the tuned range, not its top (the edge of what training tolerates)")
     lifted = False
-    if schedule in DECAYING and diverged_lr is not None and math.isfinite(diverged_lr):
+    if schedule in ANNEALING and diverged_lr is not None and math.isfinite(diverged_lr):
         target = diverged_lr / DIVERGE_MARGIN
         to = target if optimizer == "sgd" else min(lr_max, target)
         if to > peak:
