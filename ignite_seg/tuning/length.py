@@ -292,7 +292,8 @@ class _LengthRuns:
         """The first run's verdict when its perf dipped by more than the tolerance and recovered
         (:attr:`~.length_verdicts.LengthDecision.spiked`) on a schedule that decays from its peak (:data:`DECAYING`);
         else ``None``."""
-        if not self.ordered or not self.ordered[0].usable or self.hp.schedule not in DECAYING or not self.judged[0].spiked:
+        first = self.ordered[0] if self.ordered else None
+        if first is None or not first.usable or self.hp.schedule not in DECAYING or not self.judged[0].spiked:
             return None
         return self.judged[0]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "ANNEALING", "BRIEF_PEAK", "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs"]
+__all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "ANNEALING", "BRIEF_PEAK", "DECAY_RATIO",
+           "DIVERGE_MARGIN", "schedule_lrs"]
 
 #: Schedules that reach their peak at once (after the warmup) and then hold or decay from it; the
 #: triangular one visits its top only briefly, once per cycle.
@@ -90,11 +91,11 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
     The centre is cautious where the range ends far below where training broke down: a sweep whose held-out loss
     bottomed out early and crept up for a decade or more before a repeat diverged (a young model's noise at a rising
     LR, not an LR it cannot train at). A schedule that anneals its peak away (:data:`ANNEALING`: a decay from the
-    peak, or one-cycle's way down) does not end hot, so its peak is lifted to a decade below the lowest LR at which a repeat diverged (``diverged_lr``, :data:`DIVERGE_MARGIN`) when
-    that lies above the centre (inverse-sqrt's: above the top; bench/RESULTS.md, session 22: a Transformer with
-    momentum SGD, range 0.0013-0.013, diverged at 0.3: 0.67 at the centre, 0.91 lifted to the top, the grid's best
-    0.94). For ``optimizer="sgd"`` the
-    lift may go above the range's top: SGD's best peak tracks its divergence (session 22: the grid's best momentum
+    peak, or one-cycle's way down) does not end hot, so its peak is lifted to a decade below the lowest LR at which a
+    repeat diverged (``diverged_lr``, :data:`DIVERGE_MARGIN`) when that lies above the centre (inverse-sqrt's: above
+    the top; bench/RESULTS.md, session 22: a Transformer with momentum SGD, range 0.0013-0.013, diverged at 0.3: 0.67
+    at the centre, 0.91 lifted to the top, the grid's best 0.94). For ``optimizer="sgd"`` the lift may go above the
+    range's top: SGD's best peak tracks its divergence (session 22: the grid's best momentum
     peak lay a median 0.46 decades above the centre, correlated 0.72 with the gap up to the divergence), and lifting
     past the top trained 0.91 -> 0.92 on the Transformer and 0.63 -> 0.64 on a tabular task, at most 0.012 worse on
     13 tunes (session 23). An adaptive optimizer (AdamW, or an unknown one: ``None``) stops at the top: its grid's best
