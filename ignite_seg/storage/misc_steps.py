@@ -157,7 +157,8 @@ class ScheduleStep(JsonSection):
     #: how the range maps onto ``schedule`` (which LRs become ``lr_start``/``lr_end``, and why)
     mapping: str | None = optional()
     #: the LR where the range's sweep first diverged, at the trials' batch size (None: no repeat diverged; older
-    #: folders), and whether a decaying schedule's peak was lifted from the range's centre towards a decade below it
+    #: folders), and whether an annealing schedule's peak was lifted from the range's centre (inverse-sqrt's: its top)
+    #: towards a decade below it
     diverged_lr: float | None = optional()
     peak_lifted: bool | None = optional()
 
