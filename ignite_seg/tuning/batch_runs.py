@@ -2,6 +2,10 @@
 
 The ranking maths is :mod:`ignite_seg.tuning.batch_search`'s; this module runs the rungs on the tune's
 :class:`~ignite_seg.runtime.tasks.TaskRunner` and keeps every rung's scores for ``bs_sampled.npz``.
+When the halving ends on a candidate at the edge of the candidates that scored best (not one the tie
+rule chose), the grid batch size one step beyond it is scored at the last rung's budget, with the same
+repeats' seeds, and ranked against it by the same rule; the search follows the scores past the edge
+while the new point scores best (``batch_extend_edge``).
 """
 from __future__ import annotations
 
@@ -17,10 +21,10 @@ from ..config.hyperparameters import HyperparameterSettings
 from ..engine.sweeps import BatchRunResult, BatchRunTask, run_batch_trial
 from ..exceptions import TuningError
 from ..storage.schemas import BatchSearchProgress, Rung, RungNote
-from .batch_search import LR_SCALING, halving_survivors, rank_scores, rank_with_ties, scale_lr
+from .batch_search import LR_SCALING, batch_grid, halving_survivors, rank_scores, rank_with_ties, scale_lr
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
-__all__ = ["BatchSearch", "batch_search"]
+__all__ = ["BatchSearch", "batch_search", "beyond_edge"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ class BatchSearch:
 
 def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, budget: float) -> BatchSearch:
     """Successive halving over ``cands``: score all for ``budget`` epochs, keep the best 1/eta with eta times the
-    budget, until one is left."""
+    budget, until one is left; then past the candidates' edge while the edge scores best (``batch_extend_edge``)."""
     search = BatchSearch(list(cands), cands[0], seconds_per_example=np.full(len(cands), np.nan))
     if len(cands) == 1:
         search.rungs.append(RungNote("a single candidate: no runs needed"))
@@ -59,31 +63,82 @@ def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, bud
     logger.info("batch-size candidates %s (LR scaled from batch size %d: %s)", cands, t.s.initial_batch_size,
                 LR_SCALING)
     while True:
-        tasks = [
-            BatchRunTask(
-                key=_RunKey(len(search.rungs), int(c), r), recipe=t.recipe, seed=derive_seed(t.seed, "bs", r),
-                batch_size=cands[c], lr_min=scale_lr(lr_min, cands[c], t.s.initial_batch_size),
-                lr_max=scale_lr(lr_max, cands[c], t.s.initial_batch_size), epochs=budget, device_index=int(c),
-            )
-            for c in alive for r in range(t.s.batch_rn_min_inits)
-        ]
+        tasks = [_task(t, search, len(search.rungs), int(c), r, lr_min, lr_max, budget)
+                 for c in alive for r in range(t.s.batch_rn_min_inits)]
         perfs, losses, cost = _scores(t, cands, tasks, alive)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # candidates without a timed run
-            search.seconds_per_example = np.fmin(search.seconds_per_example, np.nanmin(cost, axis=0))
+        _note_cost(search, cost)
         survivors = _halve(t.s, search, alive, budget, perfs, losses)
         t.misc.record(batch_size=BatchSearchProgress(candidates=cands, rungs=list(search.rungs)))
         if len(survivors) == 1:
             search.chosen = cands[int(survivors[0])]
-            return search
+            break
         alive = np.sort(survivors)
         budget *= t.s.batch_eta
+    while t.s.batch_extend_edge and (beyond := beyond_edge(t.s, search)) is not None:
+        _score_beyond(t, search, beyond, lr_min, lr_max, budget)
+    return search
 
 
-def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask],
-            alive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def beyond_edge(s: HyperparameterSettings, search: BatchSearch) -> int | None:
+    """The grid batch size one step past the edge of the candidates where the chosen one sits, when the last
+    rung's scores (not the tie rule) put it first; None when it sits inside, or the grid ends there."""
+    last = search.rungs[-1] if search.rungs else None
+    if not isinstance(last, Rung) or last.best_by_score != search.chosen or len(search.bss) < 2:
+        return None
+    grid = batch_grid(s.batch_start, s.batch_end, s.batch_step)
+    if search.chosen not in grid:
+        return None
+    i = grid.index(search.chosen)
+    if search.chosen == min(search.bss) and i > 0:
+        return grid[i - 1]
+    if search.chosen == max(search.bss) and i + 1 < len(grid):
+        return grid[i + 1]
+    return None
+
+
+def _score_beyond(t: TuneRun, search: BatchSearch, beyond: int, lr_min: float, lr_max: float, budget: float) -> None:
+    """Score ``beyond`` at the last rung's ``budget`` (the chosen one's runs there are its rivals: same seeds, same
+    budget) and rank the two by the halving's rule; ``search`` gains the candidate and the rung."""
+    edge = search.chosen
+    pos = int(np.searchsorted(search.bss, beyond))
+    search.bss.insert(pos, beyond)
+    search.rung_perfs = [np.insert(a, pos, np.nan, axis=1) for a in search.rung_perfs]
+    search.rung_losses = [np.insert(a, pos, np.nan, axis=1) for a in search.rung_losses]
+    search.seconds_per_example = np.insert(search.seconds_per_example, pos, np.nan)
+    win = search.bss.index(edge)
+    logger.info("batch size %d scored best at the %s of the candidates: scoring %d, one grid step beyond, for %g "
+                "epoch(s)", edge, "smallest" if beyond < edge else "largest", beyond, budget)
+    tasks = [_task(t, search, len(search.rungs), pos, r, lr_min, lr_max, budget) for r in range(t.s.batch_rn_min_inits)]
+    perfs, losses, cost = _scores(t, search.bss, tasks, np.array([pos]), must_score=False)
+    perfs[:, win], losses[:, win] = search.rung_perfs[-1][:, win], search.rung_losses[-1][:, win]
+    _note_cost(search, cost)
+    survivors = _halve(t.s, search, np.array(sorted([win, pos])), budget, perfs, losses, beyond=beyond)
+    search.chosen = search.bss[int(survivors[0])]
+    t.misc.record(batch_size=BatchSearchProgress(candidates=list(search.bss), rungs=list(search.rungs)))
+
+
+def _task(t: TuneRun, search: BatchSearch, rung: int, c: int, r: int, lr_min: float, lr_max: float,
+          budget: float) -> BatchRunTask:
+    """Repeat ``r`` of candidate ``c`` (its index in ``search.bss``) at ``rung``: the LR range scaled to its batch size."""
+    b = search.bss[c]
+    return BatchRunTask(
+        key=_RunKey(rung, c, r), recipe=t.recipe, seed=derive_seed(t.seed, "bs", r), batch_size=b,
+        lr_min=scale_lr(lr_min, b, t.s.initial_batch_size), lr_max=scale_lr(lr_max, b, t.s.initial_batch_size),
+        epochs=budget, device_index=c,
+    )
+
+
+def _note_cost(search: BatchSearch, cost: np.ndarray) -> None:
+    """Keep each candidate's least seconds per training example over the rungs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # candidates without a timed run
+        search.seconds_per_example = np.fmin(search.seconds_per_example, np.nanmin(cost, axis=0))
+
+
+def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask], alive: np.ndarray,
+            must_score: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run one rung's tasks: held-out perf and loss and the training seconds per example, per repeat and
-    candidate (R, C), NaN where not run."""
+    candidate (R, C), NaN where not run. ``must_score``: a rung none of whose runs scored raises."""
     results = run_tasks(t, run_batch_trial, tasks, f"tune: batch sizes ({tasks[0].epochs:g} epochs)", "batch",
                          lambda task, err: BatchRunResult(task.key, "failed", error=err))
     perfs = np.full((t.s.batch_rn_min_inits, len(cands)), np.nan)
@@ -98,7 +153,7 @@ def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask],
         perfs[r, c], losses[r, c] = res.perf, res.loss
         if res.examples > 0 and res.train_seconds > 0:
             cost[r, c] = res.train_seconds / res.examples
-    if not np.isfinite(perfs[:, alive]).any():
+    if must_score and not np.isfinite(perfs[:, alive]).any():
         first = next(iter(results.values()))
         raise TuningError(
             f"every batch-size candidate run failed; the first error was:\n{first.error}\nFix the loaders, "
@@ -109,9 +164,10 @@ def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask],
 
 def _halve(
     s: HyperparameterSettings, search: BatchSearch, alive: np.ndarray, budget: float, perfs: np.ndarray,
-    losses: np.ndarray,
+    losses: np.ndarray, beyond: int | None = None,
 ) -> np.ndarray:
-    """Rank the rung's candidates, record the rung in ``search``; the survivors (indices into the candidates)."""
+    """Rank the rung's candidates, record the rung in ``search`` (``beyond``: the batch size this rung added past
+    the candidates' edge); the survivors (indices into the candidates)."""
     cands = search.bss
     # candidates tied with the best (within batch_tie_tol, or not worse by the paired test over the
     # repeats) rank first, the smallest batch first unless a larger tied one scored no worse and trains
@@ -135,22 +191,25 @@ def _halve(
                + "; ties rank the smaller batch size first" + (
                    ", unless a larger one scored no worse and trains faster per example (by more than "
                    f"batch_tie_speed_margin={s.batch_tie_speed_margin})" if faster else ""))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a candidate none of whose runs scored: NaN
+        mean_perf, mean_loss = np.nanmean(perfs, axis=0), np.nanmean(losses, axis=0)
     search.rungs.append(Rung(
         budget_epochs=budget, batch_sizes=[cands[i] for i in alive],
-        mean_perf={str(cands[i]): float(np.nanmean(perfs[:, i])) for i in alive},
-        mean_loss={str(cands[i]): float(np.nanmean(losses[:, i])) for i in alive}, ranked_by=s.batch_score,
+        mean_perf={str(cands[i]): _finite(mean_perf[i]) for i in alive},
+        mean_loss={str(cands[i]): _finite(mean_loss[i]) for i in alive}, ranked_by=s.batch_score,
         seconds_per_example={str(cands[i]): _finite(cost[i]) for i in alive},
-        kept=[cands[i] for i in survivors], best_by_score=cands[by_score[0]], tie=tie,
+        kept=[cands[i] for i in survivors], best_by_score=cands[by_score[0]], tie=tie, beyond_edge=beyond,
     ))
     logger.info("batch sizes after %g epoch(s) (held-out perf / loss / µs per training example): %s; keeping %s",
-                budget, ", ".join(f"{cands[i]}: {np.nanmean(perfs[:, i]):.4f} / {np.nanmean(losses[:, i]):.4g} / "
+                budget, ", ".join(f"{cands[i]}: {mean_perf[i]:.4f} / {mean_loss[i]:.4g} / "
                                   f"{_micro(cost[i])}" for i in ranked),
                 [cands[i] for i in survivors])
     return survivors
 
 
 def _finite(value: float) -> float | None:
-    """``value`` as a float, or None when it is not finite (no timed run)."""
+    """``value`` as a float, or None when it is not finite (no timed run, no scored run)."""
     return float(value) if np.isfinite(value) else None
 
 
