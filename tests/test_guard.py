@@ -58,14 +58,15 @@ def test_the_short_run_has_the_trials_schedule_shape(schedule):
 
 def test_peak_first_schedules_peak_inside_the_range():
     assert schedule_lrs("triangular", 0.01, 0.1)[:2] == (0.01, 0.1)
+    assert schedule_lrs("triangular", 0.01, 0.1).peak_at is None  # it cycles over the range
     for name in ("cosine", "one-cycle", "constant"):
         lrs = schedule_lrs(name, 0.01, 0.1)
-        assert lrs.lr_end == pytest.approx(10**-1.5) and "geometric centre" in lrs.mapping
+        assert lrs.lr_end == pytest.approx(10**-1.5) and "geometric centre" in lrs.mapping and lrs.peak_at == "centre"
         # a decay ends at least a decade below its peak: a range a decade wide is not enough for it
         assert lrs.lr_start == (pytest.approx(10**-2.5) if name == "cosine" else 0.01)
     # inverse-sqrt leaves its peak at once: its peak is the top, and it decays a decade to the bottom
     inv = schedule_lrs("inv-sqrt", 0.01, 0.1)
-    assert inv[:2] == (0.01, 0.1) and "the tuned range's top" in inv.mapping and not inv.lifted
+    assert inv[:2] == (0.01, 0.1) and "the tuned range's top" in inv.mapping and not inv.lifted and inv.peak_at == "top"
     assert schedule_lrs("inv-sqrt", 0.01, 0.032)[:2] == (pytest.approx(0.0032), 0.032)  # narrow: a decade below
     assert schedule_lrs("cosine", 1e-4, 0.1).lr_start == 1e-4  # a range wider than two decades: its bottom
     with pytest.raises(ValueError, match="lr_min"):
@@ -87,6 +88,7 @@ def test_a_peak_first_peak_is_lifted_towards_a_decade_below_the_divergence():
     # SGD's inverse-sqrt is lifted from the top when a decade below the divergence lies above it
     inv = schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=5.0, optimizer="sgd")
     assert inv.lifted and inv.lr_end == pytest.approx(0.5) and "above the range's top" in inv.mapping
+    assert inv.peak_at == "top" and lifted.peak_at == "centre"  # where the lift started
     assert not schedule_lrs("inv-sqrt", 0.01, 0.1, diverged_lr=0.5, optimizer="sgd").lifted  # 0.05: below the top
     # ... while SGD's goes on to a decade below the divergence (its best peak tracks it), and decays a decade
     sgd = schedule_lrs("cosine", 0.01, 0.1, diverged_lr=5.0, optimizer="sgd")

@@ -97,6 +97,9 @@ class SummaryInfo(NamedTuple):
     lr_how: str | None = None
     #: The tuned range ``[lr_min, lr_max]`` a peak-first schedule was mapped from (its decay may end below it)
     lr_range: tuple[float, float] | None = None
+    #: Where in that range the peak sits when no lift moved it (``misc.json``'s ``steps.schedule.peak_at``:
+    #: "centre" or "top"); None: lifted (``lr_how`` says so), the triangular schedule, or an older folder
+    peak_at: str | None = None
     #: The completed trials whose training loss ended above where it began.
     rising: tuple[Rise, ...] = ()
     #: The completed trials whose training loss ended no better than the best constant output's.
@@ -173,6 +176,7 @@ def summary_info(
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, trials),
         lr_how=_lr_how(steps),
         lr_range=_tuned_range(steps.schedule),
+        peak_at=steps.schedule.peak_at if steps.schedule is not None and not steps.schedule.peak_lifted else None,
         rising=rising_trials(throughtimes),
         dead=dead,
         peaked=peaked_trials(throughtimes, dead),
@@ -187,11 +191,7 @@ def _lr_how(steps: MiscSteps) -> str | None:
     sch = steps.schedule
     how = [sch.lr_how] if sch is not None and sch.lr_how else []
     if sch is not None and sch.peak_lifted and sch.diverged_lr:
-        above = (" (above the range's top: SGD's best peak tracks its divergence)"
-                 if sch.range_max is not None and sch.lr_end is not None and sch.lr_end > sch.range_max * (1 + 1e-9)
-                 else "")
-        how.append(f"the peak lifted above the range's centre, towards a decade below where the sweep diverged "
-                   f"({_short(sch.diverged_lr)}){above}")
+        how.append(_lift(sch, sch.diverged_lr))
     used = steps.used_lr_range
     if used is not None and used.longer_after:  # the capped sweep could not choose, or barely learned
         how.append(f"a longer sweep: {used.longer_after}")
@@ -203,6 +203,20 @@ def _lr_how(steps: MiscSteps) -> str | None:
                if length.cool_because == "spiked" else "its runs fell from being too hot")
         how.append(f"then / {length.cool_factor:.3g} by the length check ({why})")
     return "; ".join(how) or None
+
+
+def _lift(sch: ScheduleStep, diverged: float) -> str:
+    """Where a lifted peak went from (the range's centre, or its top for a schedule that leaves its peak at once) and
+    to: a decade below where the sweep diverged, capped at the range's top (adaptive optimizers) or above it (SGD)."""
+    start = "top" if sch.peak_at == "top" else "centre"
+    top, peak = sch.range_max, sch.lr_end
+    if top is not None and peak is not None and peak > top * (1 + 1e-9):
+        return (f"the peak lifted above the range's top, towards a decade below where the sweep diverged "
+                f"({_short(diverged)}): SGD's best peak tracks its divergence")
+    if top is not None and peak is not None and peak >= top * (1 - 1e-9):
+        return (f"the peak lifted from the range's {start} to its top, below a decade under where the sweep diverged "
+                f"({_short(diverged)})")
+    return f"the peak lifted from the range's {start} towards a decade below where the sweep diverged ({_short(diverged)})"
 
 
 def _state_after_analysis(state: str) -> str:
@@ -274,9 +288,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         lo, hi = _short(hp["lr_start"]), _short(hp["lr_end"])
         schedule = hp.get("schedule", "triangular")
         span = f"cycles between {lo} and {hi}" if schedule == "triangular" else \
-            f"peak (lr_end) {hi}, lr_start {lo} on the {schedule} schedule" + (
-                f", from the tuned range [{_short(info.lr_range[0])}, {_short(info.lr_range[1])}]" if info.lr_range
-                else "")
+            f"peak (lr_end) {hi}, lr_start {lo} on the {schedule} schedule" + _peak_in_range(info)
         how = info.lr_how if info.hp_kind != "fixed" and info.lr_how else None
         out.append(f"- **learning rate**: {span} ({info.hp_kind}{f': {how}' if how else ''})")
     if "batch_size" in hp:
@@ -305,6 +317,18 @@ def decision_lines(info: SummaryInfo) -> list[str]:
                + (f", {c['unfinished']} unfinished" if c.get("unfinished") else "")
                + (" (see below)" if bad else ""))
     return out
+
+
+def _peak_in_range(info: SummaryInfo) -> str:
+    """Where the peak sits in the tuned range it was mapped from (empty when that range is not known)."""
+    if not info.lr_range:
+        return ""
+    rng = f"the tuned range [{_short(info.lr_range[0])}, {_short(info.lr_range[1])}]"
+    if info.peak_at == "centre":
+        return f": the geometric centre of {rng}"
+    if info.peak_at == "top":
+        return f": the top of {rng}, as the schedule leaves its peak at once"
+    return f", from {rng}"
 
 
 def _tuned_range(sch: ScheduleStep | None) -> tuple[float, float] | None:

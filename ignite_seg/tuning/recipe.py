@@ -271,7 +271,7 @@ def _schedule(t: TuneRun, used: _FinalRange, batch_size: int) -> FixedHyperparam
         epochs=epochs, cycle_size_epochs=cycle_size_epochs, cycles=s.cycles, train_examples=s.train_examples,
         n_train=t.n_train, lr_start=lrs.lr_start, lr_end=lrs.lr_end, lr_how=lr_how, range_min=lr_min,
         range_max=lr_max, schedule=s.schedule, warmup_epochs=s.warmup_epochs, description=description,
-        mapping=lrs.mapping, diverged_lr=diverged, peak_lifted=lrs.lifted,
+        mapping=lrs.mapping, diverged_lr=diverged, peak_lifted=lrs.lifted, peak_at=lrs.peak_at,
     ))
     return final
 

@@ -64,6 +64,9 @@ class ScheduleLRs(NamedTuple):
     #: the peak was lifted from the range's centre (top: :data:`BRIEF_PEAK`) towards :data:`DIVERGE_MARGIN` below the
     #: divergence
     lifted: bool = False
+    #: where in the tuned range a peak-first schedule's peak was put before any lift: ``"centre"`` (its geometric
+    #: centre) or ``"top"`` (:data:`BRIEF_PEAK`); None for the triangular schedule, which cycles over the range
+    peak_at: str | None = None
 
 
 def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float | None = None,
@@ -122,12 +125,12 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
     if schedule not in PEAK_FIRST:
         return ScheduleLRs(lr_min, lr_max, f"{schedule}: cycles over the whole tuned range")
     if schedule in BRIEF_PEAK:
-        peak = lr_max
+        peak, at = lr_max, "top"
         how = (f"{schedule}: its peak comes first but it leaves it at once (below half the peak after 3% of the steps, "
                "its time-averaged log LR 0.79 decades below it against cosine's 0.36), so the peak (lr_end) is the "
                "tuned range's top, as the triangular schedule's is")
     else:
-        peak = math.sqrt(lr_min * lr_max)
+        peak, at = math.sqrt(lr_min * lr_max), "centre"
         how = (f"{schedule}: its peak comes first and is held or decays, so the peak (lr_end) is the geometric centre "
                "of the tuned range, not its top (the edge of what training tolerates)")
     lifted = False
@@ -145,5 +148,6 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
         floor = min(lr_min, peak / DECAY_RATIO)
         return ScheduleLRs(floor, peak, how + ("; the decay ends at lr_start, the range's bottom" if floor == lr_min
                                                else f"; the decay ends at lr_start = the peak / {DECAY_RATIO:g}, "
-                                               "below the range's bottom (a narrow range would barely anneal)"), lifted)
-    return ScheduleLRs(lr_min, peak, how + "; lr_start is the range's bottom", lifted)
+                                               "below the range's bottom (a narrow range would barely anneal)"), lifted,
+                           at)
+    return ScheduleLRs(lr_min, peak, how + "; lr_start is the range's bottom", lifted, at)

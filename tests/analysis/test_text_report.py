@@ -179,23 +179,41 @@ def test_the_first_screen_says_how_the_lr_range_and_the_epochs_were_reached():
     assert "- **learning rate**: cycles between 0.003 and 0.05 (fixed)" in decision_lines(fixed)
 
 
-def test_the_learning_rate_line_says_when_a_peak_was_lifted_towards_the_divergence():
+def test_the_learning_rate_line_says_where_the_peak_sits_in_the_range_and_when_it_was_lifted():
     from ignite_seg.analysis.text import decision_lines
 
+    def line(hp, **sched):
+        base = {"lr_how": "swept at batch size 16, the chosen one", "range_min": 0.01, "range_max": 0.1,
+                "lr_end": hp["lr_end"]}
+        lines = decision_lines(_info(misc={"steps": {"schedule": {**base, **sched}}}, final_hp=hp))
+        return next(x for x in lines if x.startswith("- **learning rate**"))
+
     cosine = {**HP, "schedule": "cosine", "lr_start": 0.005, "lr_end": 0.05}
-    sched = {"lr_how": "swept at batch size 16, the chosen one", "range_min": 0.01, "range_max": 0.1,
-             "diverged_lr": 0.5, "peak_lifted": True}
-    lifted = decision_lines(_info(misc={"steps": {"schedule": sched}}, final_hp=cosine))
-    assert ("- **learning rate**: peak (lr_end) 0.05, lr_start 0.005 on the cosine schedule, from the tuned range "
-            "[0.01, 0.1] (tuned: swept at batch size 16, the chosen one; the peak lifted above the range's centre, "
-            "towards a decade below where the sweep diverged (0.5))") in lifted
-    sgd = {**cosine, "lr_start": 0.03, "lr_end": 0.3}  # SGD's lift past the range's top
-    above = decision_lines(_info(misc={"steps": {"schedule": {**sched, "diverged_lr": 3.0, "lr_end": 0.3}}},
-                                 final_hp=sgd))
-    assert any("towards a decade below where the sweep diverged (3) (above the range's top: SGD's best peak tracks "
-               "its divergence))" in line for line in above)
-    centre = decision_lines(_info(misc={"steps": {"schedule": {**sched, "peak_lifted": False}}}, final_hp=cosine))
-    assert not any("lifted" in line for line in centre)
+    assert line({**cosine, "lr_end": 0.03162}, peak_at="centre", peak_lifted=False) == (
+        "- **learning rate**: peak (lr_end) 0.03162, lr_start 0.005 on the cosine schedule: the geometric centre of "
+        "the tuned range [0.01, 0.1] (tuned: swept at batch size 16, the chosen one)")
+    inv = {**cosine, "schedule": "inv-sqrt", "lr_start": 0.01, "lr_end": 0.1}
+    assert line(inv, peak_at="top", peak_lifted=False) == (
+        "- **learning rate**: peak (lr_end) 0.1, lr_start 0.01 on the inv-sqrt schedule: the top of the tuned range "
+        "[0.01, 0.1], as the schedule leaves its peak at once (tuned: swept at batch size 16, the chosen one)")
+    # lifted: the line says from where, to where, and the divergence that set it
+    assert line(cosine, peak_at="centre", peak_lifted=True, diverged_lr=0.5) == (
+        "- **learning rate**: peak (lr_end) 0.05, lr_start 0.005 on the cosine schedule, from the tuned range "
+        "[0.01, 0.1] (tuned: swept at batch size 16, the chosen one; the peak lifted from the range's centre towards "
+        "a decade below where the sweep diverged (0.5))")
+    assert line({**cosine, "lr_end": 0.1}, peak_at="centre", peak_lifted=True, diverged_lr=3.0).endswith(
+        "the peak lifted from the range's centre to its top, below a decade under where the sweep diverged (3))")
+    assert line({**cosine, "lr_end": 0.3}, peak_at="centre", peak_lifted=True, diverged_lr=3.0).endswith(
+        "the peak lifted above the range's top, towards a decade below where the sweep diverged (3): SGD's best "
+        "peak tracks its divergence)")
+    # inverse-sqrt's peak is lifted only past the top it starts from (SGD)
+    assert line({**inv, "lr_end": 0.3}, peak_at="top", peak_lifted=True, diverged_lr=3.0).endswith(
+        "the peak lifted above the range's top, towards a decade below where the sweep diverged (3): SGD's best "
+        "peak tracks its divergence)")
+    # an older folder (no peak_at): the range alone, as before
+    assert line(cosine, peak_lifted=False).startswith(
+        "- **learning rate**: peak (lr_end) 0.05, lr_start 0.005 on the cosine schedule, from the tuned range "
+        "[0.01, 0.1] (tuned")
 
 
 def test_the_schedule_line_names_the_schedule_and_its_warmup():
