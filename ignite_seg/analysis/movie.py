@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,9 +27,11 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure, SubFigure
 
 __all__ = ["ffmpeg_exe", "FrameSink", "render_scene", "render_animation", "render_video_scene", "concat_mp4",
-           "movie_size", "ANIMATIONS"]
+           "movie_size", "draw_caption", "ANIMATIONS"]
 
 FIG_W, FIG_H = 8.0, 4.5  # inches; the pixel size comes from the dpi (16:9)
+#: The caption strip's font size, the smallest it may shrink to, and its margin on each side (a fraction of the frame)
+CAPTION_PT, CAPTION_MIN_PT, CAPTION_MARGIN = 9.5, 7.0, 0.03
 
 
 
@@ -97,6 +100,31 @@ class FrameSink:
                        duration=int(round(1000 * self.gif_every / self.fps)), loop=0)
 
 
+def draw_caption(strip: Figure | SubFigure, text: str) -> Any:
+    """``text`` centred in the caption ``strip``, wrapped so that every line keeps :data:`CAPTION_MARGIN` of the
+    frame's width clear on both sides, its font shrunk (down to :data:`CAPTION_MIN_PT`) until the lines fit the
+    strip's height. (matplotlib's own ``wrap=True`` wraps a centred text to the whole frame's width: the lines ran
+    to within a few pixels of its edges.)"""
+    renderer = strip.figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    width, height = strip.bbox.width * (1 - 2 * CAPTION_MARGIN), strip.bbox.height * 0.9
+    artist = strip.text(0.5, 0.5, text, ha="center", va="center", fontsize=CAPTION_PT)
+    size = CAPTION_PT
+    while True:
+        artist.set_fontsize(size)
+        artist.set_text(text)
+        one_line = artist.get_window_extent(renderer).width
+        chars = max(10, int(len(text) * width / max(one_line, 1.0)))
+        while True:  # the estimate from the mean character width, then narrower until every line fits
+            artist.set_text("\n".join(textwrap.wrap(text, chars)))
+            box = artist.get_window_extent(renderer)
+            if box.width <= width or chars <= 10:
+                break
+            chars -= 1
+        if box.height <= height or size <= CAPTION_MIN_PT:
+            return artist
+        size = max(CAPTION_MIN_PT, size - 0.5)
+
+
 def render_scene(snap: Snapshot, scene: Scene, settings: AnalysisSettings, out: Path, caption: bool = True,
                  gif: Path | None = None, gif_every: int = 1) -> int:
     """Render one scene to ``out`` (MP4) and optionally ``gif``; returns the number of frames.
@@ -111,7 +139,7 @@ def render_scene(snap: Snapshot, scene: Scene, settings: AnalysisSettings, out: 
     if caption and scene.caption:
         top, bottom = cast("list[SubFigure]", fig.subfigures(2, 1, height_ratios=[5.2, 1]))
         bottom.set_facecolor("#f2f2f2")
-        bottom.text(0.5, 0.5, scene.caption, ha="center", va="center", fontsize=9.5, wrap=True)
+        draw_caption(bottom, scene.caption)
     anim = BUILDERS[scene.name](top, snap, scene.frames)
     anim.update(scene.frames - 1)
     canvas.draw()  # lays out the final picture

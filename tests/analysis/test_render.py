@@ -266,3 +266,35 @@ def test_the_lr_sweep_draws_the_best_constant_outputs_loss_on_the_held_out_panel
     train = lr_sweep_info({**arrays, "constant_loss": np.array(1.1)})
     assert train.constant_loss is None and "Grey dashed" not in lr_caption(train)
     assert not any("best constant" in t for t in _legend_texts(plot_lr_sweep(train)))
+
+
+@pytest.mark.parametrize("height", [360, 1080])
+def test_the_videos_caption_keeps_clear_of_the_frames_edges(height):
+    """matplotlib's ``wrap=True`` wrapped a centred caption to the whole frame's width: its lines ran to within a
+    few pixels of the edges. Every line now keeps the margin, and a caption too long for the strip shrinks."""
+    from ignite_seg.analysis._mpl import new_figure
+    from ignite_seg.analysis.movie import (
+        CAPTION_MARGIN,
+        CAPTION_MIN_PT,
+        CAPTION_PT,
+        FIG_H,
+        FIG_W,
+        draw_caption,
+        movie_size,
+    )
+
+    dpi, _, _ = movie_size(height)
+    caption = ("2 final trials through time. Loss and perf on fixed train/val subsets: each trial (thin) and their "
+               "mean; band: min–max of 2 trials. Grey dashed: the training loss of the best constant output (one "
+               "output for every item, 0.933): a training curve on it learned nothing from its inputs.")
+    for text, shrunk in ((caption, False), (" ".join([caption] * 2), True)):
+        fig = new_figure(FIG_W, FIG_H, dpi)
+        _top, strip = fig.subfigures(2, 1, height_ratios=[5.2, 1])
+        artist = draw_caption(strip, text)
+        fig.canvas.draw()
+        box, frame = artist.get_window_extent(fig.canvas.get_renderer()), fig.bbox
+        margin = CAPTION_MARGIN * frame.width
+        assert box.x0 >= frame.x0 + margin - 1 and box.x1 <= frame.x1 - margin + 1
+        assert box.y0 >= strip.bbox.y0 and box.y1 <= strip.bbox.y1
+        assert artist.get_text().replace("\n", " ") == text
+        assert (artist.get_fontsize() < CAPTION_PT) == shrunk and artist.get_fontsize() >= CAPTION_MIN_PT
