@@ -17,11 +17,10 @@ from ..storage.schemas import (
     BatchSweepFile,
     LRSweepFile,
     MiscFile,
-    MiscSteps,
-    ScheduleStep,
 )
 from ._mpl import PERF_LABELS, fmt
 from .evidence import batch_evidence, epochs_evidence, lr_evidence
+from .lr_words import lr_how, peak_in_range, tuned_range
 from .outcomes import (
     Dead,
     Outcomes,
@@ -174,49 +173,13 @@ def summary_info(
         versions=dict(run.versions), accuracy_style=run.accuracy_style,
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, trials),
-        lr_how=_lr_how(steps),
-        lr_range=_tuned_range(steps.schedule),
+        lr_how=lr_how(steps),
+        lr_range=tuned_range(steps.schedule),
         peak_at=steps.schedule.peak_at if steps.schedule is not None and not steps.schedule.peak_lifted else None,
         rising=rising_trials(throughtimes),
         dead=dead,
         peaked=peaked_trials(throughtimes, dead),
     )
-
-
-def _lr_how(steps: MiscSteps) -> str | None:
-    """How the trials' learning rates were reached: the schedule's mapping of the tuned range (a decaying schedule's
-    peak lifted towards a decade below the sweep's divergence), the longer sweep it was read on (when the capped one
-    could not choose or barely learned), then any division by the recipe check (its back-offs) or the length check
-    (its cooler recipe), which the range alone does not show."""
-    sch = steps.schedule
-    how = [sch.lr_how] if sch is not None and sch.lr_how else []
-    if sch is not None and sch.peak_lifted and sch.diverged_lr:
-        how.append(_lift(sch, sch.diverged_lr))
-    used = steps.used_lr_range
-    if used is not None and used.longer_after:  # the capped sweep could not choose, or barely learned
-        how.append(f"a longer sweep: {used.longer_after}")
-    g, length = steps.guard, steps.length
-    if g is not None and g.backoffs and g.backoff_factor:
-        how.append(f"then / {g.backoff_factor ** g.backoffs:.3g} by the recipe check ({g.backoffs} back-off(s))")
-    if length is not None and length.cool_won and length.cool_factor:
-        why = ("its first run's held-out perf dipped and recovered: a recipe at the edge of stability"
-               if length.cool_because == "spiked" else "its runs fell from being too hot")
-        how.append(f"then / {length.cool_factor:.3g} by the length check ({why})")
-    return "; ".join(how) or None
-
-
-def _lift(sch: ScheduleStep, diverged: float) -> str:
-    """Where a lifted peak went from (the range's centre, or its top for a schedule that leaves its peak at once) and
-    to: a decade below where the sweep diverged, capped at the range's top (adaptive optimizers) or above it (SGD)."""
-    start = "top" if sch.peak_at == "top" else "centre"
-    top, peak = sch.range_max, sch.lr_end
-    if top is not None and peak is not None and peak > top * (1 + 1e-9):
-        return (f"the peak lifted above the range's top, towards a decade below where the sweep diverged "
-                f"({_short(diverged)}): SGD's best peak tracks its divergence")
-    if top is not None and peak is not None and peak >= top * (1 - 1e-9):
-        return (f"the peak lifted from the range's {start} to its top, below a decade under where the sweep diverged "
-                f"({_short(diverged)})")
-    return f"the peak lifted from the range's {start} towards a decade below where the sweep diverged ({_short(diverged)})"
 
 
 def _state_after_analysis(state: str) -> str:
@@ -288,7 +251,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         lo, hi = _short(hp["lr_start"]), _short(hp["lr_end"])
         schedule = hp.get("schedule", "triangular")
         span = f"cycles between {lo} and {hi}" if schedule == "triangular" else \
-            f"peak (lr_end) {hi}, lr_start {lo} on the {schedule} schedule" + _peak_in_range(info)
+            f"peak (lr_end) {hi}, lr_start {lo} on the {schedule} schedule" + peak_in_range(info.lr_range, info.peak_at)
         how = info.lr_how if info.hp_kind != "fixed" and info.lr_how else None
         out.append(f"- **learning rate**: {span} ({info.hp_kind}{f': {how}' if how else ''})")
     if "batch_size" in hp:
@@ -317,26 +280,6 @@ def decision_lines(info: SummaryInfo) -> list[str]:
                + (f", {c['unfinished']} unfinished" if c.get("unfinished") else "")
                + (" (see below)" if bad else ""))
     return out
-
-
-def _peak_in_range(info: SummaryInfo) -> str:
-    """Where the peak sits in the tuned range it was mapped from (empty when that range is not known)."""
-    if not info.lr_range:
-        return ""
-    rng = f"the tuned range [{_short(info.lr_range[0])}, {_short(info.lr_range[1])}]"
-    if info.peak_at == "centre":
-        return f": the geometric centre of {rng}"
-    if info.peak_at == "top":
-        return f": the top of {rng}, as the schedule leaves its peak at once"
-    return f", from {rng}"
-
-
-def _tuned_range(sch: ScheduleStep | None) -> tuple[float, float] | None:
-    """The range a peak-first schedule was mapped from, where ``misc.json`` kept it (its peak inside the range, its
-    decay possibly below it: :func:`~ignite_seg.tuning.schedule.schedule_lrs`)."""
-    if sch is None or sch.range_min is None or sch.range_max is None:
-        return None
-    return sch.range_min, sch.range_max
 
 
 def _guard_lines(misc: Any) -> list[str]:
