@@ -61,6 +61,9 @@ RECIPES = {
     # warmup); session 24, added before any tune of it was looked at
     "adamw-one-cycle": {"optimizer": "adamw", "weight_decay": 0.01, "betas": (0.9, 0.99), "schedule": "one-cycle",
                         "warmup_epochs": 0.0},
+    # the untuned default's own family, tuned: Adam (AdamW without weight decay, torch's default betas) at a constant
+    # LR, no warmup; only the peak and the batch size differ from the anchor (session 25, added before looking)
+    "adam-constant": {"optimizer": "adamw", "weight_decay": 0.0, "schedule": "constant", "warmup_epochs": 0.0},
 }
 #: issue 18's grid size, the base of the compute share
 GRID_CELLS = 100

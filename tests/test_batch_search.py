@@ -229,52 +229,48 @@ def _scripted_search(monkeypatch, cands, losses_by_batch, **settings):
     return batch_runs.batch_search(t, list(cands), 0.01, 0.1, 1.0), calls
 
 
-def test_a_best_scored_edge_candidate_is_followed_past_the_edge_while_it_keeps_winning(monkeypatch):
-    """Candidates centred on a noise-scale estimate of 16..64: 16 scores best, so 8 (one grid step below) is
-    scored for as long with the same seeds, wins, and the grid ends there."""
+def test_a_best_scored_smallest_candidate_is_followed_down_while_it_keeps_winning(monkeypatch):
+    """Candidates centred on a noise-scale estimate of 32..128: 32 scores best, so 16 (one grid step below) is scored
+    for as long with the same seeds and wins, then 8, which wins too; the grid starts there."""
     from ignite_seg import get_preset
     from ignite_seg.tuning.reasons import batch_decision
 
-    search, calls = _scripted_search(monkeypatch, [16, 32, 64], {8: 0.30, 16: 0.40, 32: 0.50, 64: 0.60})
-    assert search.chosen == 8 and search.bss == [8, 16, 32, 64]
-    extension = calls[-1]
-    assert [task.batch_size for task in extension] == [8, 8]
-    assert extension[0].epochs == search.rung_budgets[-2] == search.rung_budgets[-1] == 2.0
-    assert {task.seed for task in extension} == {task.seed for task in calls[-2]}  # the same repeats' seeds
-    assert extension[0].lr_max == pytest.approx(0.1 * 8 / 16)  # scaled from initial_batch_size=16 like the others
+    search, calls = _scripted_search(monkeypatch, [32, 64, 128], {8: 0.30, 16: 0.35, 32: 0.40, 64: 0.50, 128: 0.60})
+    assert search.chosen == 8 and search.bss == [8, 16, 32, 64, 128]
+    first, second = calls[-2:]
+    assert [task.batch_size for task in first] == [16, 16] and [task.batch_size for task in second] == [8, 8]
+    assert first[0].epochs == search.rung_budgets[1] == search.rung_budgets[-1] == 2.0
+    assert {task.seed for task in second} == {task.seed for task in calls[1]}  # the same repeats' seeds
+    assert second[0].lr_max == pytest.approx(0.1 * 8 / 16)  # scaled from initial_batch_size=16 like the others
+    assert [r.extended_below for r in search.rungs] == [None, None, 16, 8]
     last = search.rungs[-1]
-    assert last.beyond_edge == 8 and last.batch_sizes == [8, 16] and last.kept == [8]
-    assert all(a.shape == (2, 4) for a in search.rung_perfs + search.rung_losses)
-    assert np.isfinite(search.rung_losses[-1]).sum(axis=0).tolist() == [2, 2, 0, 0]  # 16's runs at that budget beside 8's
-    decision = batch_decision(get_preset("fast"), 100.0, search.chosen, search.rungs)
+    assert last.batch_sizes == [8, 16] and last.kept == [8]
+    assert all(a.shape == (2, 5) for a in search.rung_perfs + search.rung_losses)
+    assert np.isfinite(search.rung_losses[-1]).sum(axis=0).tolist() == [2, 2, 0, 0, 0]  # 16's runs beside 8's
+    decision = batch_decision(get_preset("fast"), 400.0, search.chosen, search.rungs)
     assert decision.rule == "best-score"
-    assert decision.reason.startswith("best held-out loss of 8 and 16 (0.3; 16: 0.4); 16, the smallest scored so far, "
+    assert decision.reason.startswith("best held-out loss of 8 and 16 (0.3; 16: 0.35); 16, the smallest scored so far, "
                                       "had scored best, so 8, one grid step below, was scored for as long")
 
 
-def test_the_search_goes_up_past_the_largest_and_stops_where_the_next_one_loses(monkeypatch):
-    search, calls = _scripted_search(monkeypatch, [8, 16, 32], {8: 0.6, 16: 0.5, 32: 0.4, 64: 0.35, 128: 0.5})
-    assert search.chosen == 64 and search.bss == [8, 16, 32, 64, 128]
-    assert [c[0].batch_size for c in calls[-2:]] == [64, 128]
-    assert [r.beyond_edge for r in search.rungs] == [None, None, 64, 128]
-    assert search.rungs[-1].kept == [64] and search.rungs[-1].best_by_score == 64
-
-
-def test_no_step_past_the_edge_when_it_loses_fails_is_off_or_the_tie_rule_chose(monkeypatch):
-    # 8 loses to 16: 16 stays, and 8 is not followed further (16 no longer sits at the edge)
+def test_no_step_below_when_it_loses_fails_is_off_the_tie_rule_chose_or_the_largest_won(monkeypatch):
+    # 8 loses to 16: 16 stays, and nothing further is scored (16 is no longer the smallest)
     search, calls = _scripted_search(monkeypatch, [16, 32, 64], {8: 0.45, 16: 0.40, 32: 0.50, 64: 0.60})
     assert search.chosen == 16 and search.bss == [8, 16, 32, 64] and len(calls) == 3
-    # the run beyond fails (NaN): no error, the edge stays
+    # the run below fails (NaN): no error, the smallest stays
     search, calls = _scripted_search(monkeypatch, [16, 32, 64], {8: np.nan, 16: 0.40, 32: 0.50, 64: 0.60})
     assert search.chosen == 16 and len(calls) == 3
     # switched off: the candidates alone
     search, calls = _scripted_search(monkeypatch, [16, 32, 64], {8: 0.3, 16: 0.40, 32: 0.50, 64: 0.60},
-                                     batch_extend_edge=False)
+                                     batch_extend_below=False)
     assert search.chosen == 16 and search.bss == [16, 32, 64] and len(calls) == 2
-    # 16 chosen by the tie rule (32 scored 1% better): the scores do not point past the edge
+    # 16 chosen by the tie rule (32 scored 1% better): the scores do not point below the candidates
     search, calls = _scripted_search(monkeypatch, [16, 32, 64], {8: 0.3, 16: 0.404, 32: 0.40, 64: 0.60},
                                      batch_tie_prefer="smaller")
     assert search.chosen == 16 and search.rungs[-1].best_by_score == 32 and len(calls) == 2
-    # the grid ends at batch_start / batch_end
+    # the grid starts at batch_start
     search, calls = _scripted_search(monkeypatch, [8, 16, 32], {8: 0.3, 16: 0.4, 32: 0.5})
     assert search.chosen == 8 and len(calls) == 2
+    # the largest scored best: nothing above it is scored (short runs on small sets favour large batches falsely)
+    search, calls = _scripted_search(monkeypatch, [8, 16, 32], {8: 0.6, 16: 0.5, 32: 0.4, 64: 0.3})
+    assert search.chosen == 32 and search.bss == [8, 16, 32] and len(calls) == 2

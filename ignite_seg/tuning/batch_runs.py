@@ -2,10 +2,12 @@
 
 The ranking maths is :mod:`ignite_seg.tuning.batch_search`'s; this module runs the rungs on the tune's
 :class:`~ignite_seg.runtime.tasks.TaskRunner` and keeps every rung's scores for ``bs_sampled.npz``.
-When the halving ends on a candidate at the edge of the candidates that scored best (not one the tie
-rule chose), the grid batch size one step beyond it is scored at the last rung's budget, with the same
-repeats' seeds, and ranked against it by the same rule; the search follows the scores past the edge
-while the new point scores best (``batch_extend_edge``).
+When the halving ends on the smallest candidate and it scored best (not chosen by the tie rule), the
+grid batch size one step below it is scored at the last rung's budget, with the same repeats' seeds, and
+ranked against it by the same rule; the search follows the scores down while the new one scores best
+(``batch_extend_below``). Not upwards: there the short runs' held-out loss kept falling with the batch
+size on small training sets (fewer steps overfit less in a few epochs), which the trials did not bear
+out (bench/RESULTS.md, session 25).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from ..storage.schemas import BatchSearchProgress, Rung, RungNote
 from .batch_search import LR_SCALING, batch_grid, halving_survivors, rank_scores, rank_with_ties, scale_lr
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
-__all__ = ["BatchSearch", "batch_search", "beyond_edge"]
+__all__ = ["BatchSearch", "batch_search", "below_candidates"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class BatchSearch:
 
 def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, budget: float) -> BatchSearch:
     """Successive halving over ``cands``: score all for ``budget`` epochs, keep the best 1/eta with eta times the
-    budget, until one is left; then past the candidates' edge while the edge scores best (``batch_extend_edge``)."""
+    budget, until one is left; then below the smallest while it scores best (``batch_extend_below``)."""
     search = BatchSearch(list(cands), cands[0], seconds_per_example=np.full(len(cands), np.nan))
     if len(cands) == 1:
         search.rungs.append(RungNote("a single candidate: no runs needed"))
@@ -74,45 +76,37 @@ def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, bud
             break
         alive = np.sort(survivors)
         budget *= t.s.batch_eta
-    while t.s.batch_extend_edge and (beyond := beyond_edge(t.s, search)) is not None:
-        _score_beyond(t, search, beyond, lr_min, lr_max, budget)
+    while t.s.batch_extend_below and (below := below_candidates(t.s, search)) is not None:
+        _score_below(t, search, below, lr_min, lr_max, budget)
     return search
 
 
-def beyond_edge(s: HyperparameterSettings, search: BatchSearch) -> int | None:
-    """The grid batch size one step past the edge of the candidates where the chosen one sits, when the last
-    rung's scores (not the tie rule) put it first; None when it sits inside, or the grid ends there."""
+def below_candidates(s: HyperparameterSettings, search: BatchSearch) -> int | None:
+    """The grid batch size one step below the smallest candidate when the chosen one is that smallest and the last
+    rung's scores (not the tie rule) put it first; None otherwise, or where the grid starts."""
     last = search.rungs[-1] if search.rungs else None
-    if not isinstance(last, Rung) or last.best_by_score != search.chosen or len(search.bss) < 2:
+    if not isinstance(last, Rung) or last.best_by_score != search.chosen or search.chosen != min(search.bss):
         return None
     grid = batch_grid(s.batch_start, s.batch_end, s.batch_step)
-    if search.chosen not in grid:
-        return None
-    i = grid.index(search.chosen)
-    if search.chosen == min(search.bss) and i > 0:
-        return grid[i - 1]
-    if search.chosen == max(search.bss) and i + 1 < len(grid):
-        return grid[i + 1]
-    return None
+    smaller = [b for b in grid if b < search.chosen]
+    return smaller[-1] if smaller else None
 
 
-def _score_beyond(t: TuneRun, search: BatchSearch, beyond: int, lr_min: float, lr_max: float, budget: float) -> None:
-    """Score ``beyond`` at the last rung's ``budget`` (the chosen one's runs there are its rivals: same seeds, same
-    budget) and rank the two by the halving's rule; ``search`` gains the candidate and the rung."""
-    edge = search.chosen
-    pos = int(np.searchsorted(search.bss, beyond))
-    search.bss.insert(pos, beyond)
-    search.rung_perfs = [np.insert(a, pos, np.nan, axis=1) for a in search.rung_perfs]
-    search.rung_losses = [np.insert(a, pos, np.nan, axis=1) for a in search.rung_losses]
-    search.seconds_per_example = np.insert(search.seconds_per_example, pos, np.nan)
-    win = search.bss.index(edge)
-    logger.info("batch size %d scored best at the %s of the candidates: scoring %d, one grid step beyond, for %g "
-                "epoch(s)", edge, "smallest" if beyond < edge else "largest", beyond, budget)
-    tasks = [_task(t, search, len(search.rungs), pos, r, lr_min, lr_max, budget) for r in range(t.s.batch_rn_min_inits)]
-    perfs, losses, cost = _scores(t, search.bss, tasks, np.array([pos]), must_score=False)
-    perfs[:, win], losses[:, win] = search.rung_perfs[-1][:, win], search.rung_losses[-1][:, win]
+def _score_below(t: TuneRun, search: BatchSearch, below: int, lr_min: float, lr_max: float, budget: float) -> None:
+    """Score ``below`` at the last rung's ``budget`` (the chosen one's runs there are its rivals: same seeds, same
+    budget) and rank the two by the halving's rule; ``search`` gains the candidate (first) and the rung."""
+    smallest = search.chosen
+    search.bss.insert(0, below)
+    search.rung_perfs = [np.insert(a, 0, np.nan, axis=1) for a in search.rung_perfs]
+    search.rung_losses = [np.insert(a, 0, np.nan, axis=1) for a in search.rung_losses]
+    search.seconds_per_example = np.insert(search.seconds_per_example, 0, np.nan)
+    logger.info("batch size %d, the smallest candidate, scored best: scoring %d, one grid step below, for %g epoch(s)",
+                smallest, below, budget)
+    tasks = [_task(t, search, len(search.rungs), 0, r, lr_min, lr_max, budget) for r in range(t.s.batch_rn_min_inits)]
+    perfs, losses, cost = _scores(t, search.bss, tasks, np.array([0]), must_score=False)
+    perfs[:, 1], losses[:, 1] = search.rung_perfs[-1][:, 1], search.rung_losses[-1][:, 1]
     _note_cost(search, cost)
-    survivors = _halve(t.s, search, np.array(sorted([win, pos])), budget, perfs, losses, beyond=beyond)
+    survivors = _halve(t.s, search, np.array([0, 1]), budget, perfs, losses, below=below)
     search.chosen = search.bss[int(survivors[0])]
     t.misc.record(batch_size=BatchSearchProgress(candidates=list(search.bss), rungs=list(search.rungs)))
 
@@ -164,10 +158,10 @@ def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask], alive: np.n
 
 def _halve(
     s: HyperparameterSettings, search: BatchSearch, alive: np.ndarray, budget: float, perfs: np.ndarray,
-    losses: np.ndarray, beyond: int | None = None,
+    losses: np.ndarray, below: int | None = None,
 ) -> np.ndarray:
-    """Rank the rung's candidates, record the rung in ``search`` (``beyond``: the batch size this rung added past
-    the candidates' edge); the survivors (indices into the candidates)."""
+    """Rank the rung's candidates, record the rung in ``search`` (``below``: the batch size this rung added below
+    the candidates); the survivors (indices into the candidates)."""
     cands = search.bss
     # candidates tied with the best (within batch_tie_tol, or not worse by the paired test over the
     # repeats) rank first, the smallest batch first unless a larger tied one scored no worse and trains
@@ -199,7 +193,7 @@ def _halve(
         mean_perf={str(cands[i]): _finite(mean_perf[i]) for i in alive},
         mean_loss={str(cands[i]): _finite(mean_loss[i]) for i in alive}, ranked_by=s.batch_score,
         seconds_per_example={str(cands[i]): _finite(cost[i]) for i in alive},
-        kept=[cands[i] for i in survivors], best_by_score=cands[by_score[0]], tie=tie, beyond_edge=beyond,
+        kept=[cands[i] for i in survivors], best_by_score=cands[by_score[0]], tie=tie, extended_below=below,
     ))
     logger.info("batch sizes after %g epoch(s) (held-out perf / loss / µs per training example): %s; keeping %s",
                 budget, ", ".join(f"{cands[i]}: {mean_perf[i]:.4f} / {mean_loss[i]:.4g} / "

@@ -58,32 +58,29 @@ def batch_decision(s: HyperparameterSettings, noise: float, chosen: int, rungs: 
     by = last.ranked_by or s.batch_score
     means = (last.mean_loss if by == "loss" else last.mean_perf) or {}
     best = last.best_by_score if last.best_by_score is not None else chosen
-    beyond = _beyond_note(last) + around
+    below = _below_note(last) + around
     if chosen != best:
         test = (" (or not worse at 95% by a paired t-test over the repeats)"
                 if s.batch_tie_test and s.batch_rn_min_inits > 1 else "")
         return BatchDecision("tie", f"tied with {best} within {s.batch_tie_tol:.0%}{test} (held-out {by} "
                              f"{_g(means.get(str(chosen)))} vs {_g(means.get(str(best)))}); "
-                             + _tie_order(s, last, chosen, best) + beyond, fallback)
+                             + _tie_order(s, last, chosen, best) + below, fallback)
     others = [b for b in (last.batch_sizes or []) if b != chosen]
     runner_up = f"; {others[0]}: {_g(means.get(str(others[0])))}" if len(others) == 1 else ""
     n = len(last.batch_sizes or [])
-    of = (f"of {chosen} and {others[0]}" if last.beyond_edge is not None and len(others) == 1
+    of = (f"of {chosen} and {others[0]}" if last.extended_below is not None and len(others) == 1
           else f"of the {n} candidate(s) left after successive halving")
-    return BatchDecision("best-score", f"best held-out {by} {of} ({_g(means.get(str(chosen)))}{runner_up})" + beyond,
+    return BatchDecision("best-score", f"best held-out {by} {of} ({_g(means.get(str(chosen)))}{runner_up})" + below,
                          fallback)
 
 
-def _beyond_note(last: Rung) -> str:
-    """Why the last rung holds a batch size past the candidates (empty when it does not)."""
-    if last.beyond_edge is None:
+def _below_note(last: Rung) -> str:
+    """Why the last rung holds a batch size below the candidates (empty when it does not)."""
+    smallest = next((b for b in (last.batch_sizes or []) if b != last.extended_below), None)
+    if last.extended_below is None or smallest is None:
         return ""
-    edge = next((b for b in (last.batch_sizes or []) if b != last.beyond_edge), None)
-    if edge is None:
-        return ""
-    side, step = ("smallest", "below") if last.beyond_edge < edge else ("largest", "above")
-    return (f"; {edge}, the {side} scored so far, had scored best, so {last.beyond_edge}, one grid step {step}, "
-            "was scored for as long (batch_extend_edge)")
+    return (f"; {smallest}, the smallest scored so far, had scored best, so {last.extended_below}, one grid step "
+            "below, was scored for as long (batch_extend_below)")
 
 
 def _tie_order(s: HyperparameterSettings, last: Rung, chosen: int, best: int) -> str:
