@@ -140,10 +140,6 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
        the smallest tied one and took fewer seconds per training example on this machine (by more
        than ``batch_tie_speed_margin``) ranks first: a trial of a fixed number of epochs then ends
        sooner. ``"smaller"`` ranks the smallest first whatever the speed (no timings in the choice).
-       When the halving ends on the smallest candidate and it scored best (``batch_extend_below``),
-       the grid batch size one step below it is scored at the last rung's budget and ranked against
-       it by the same rule, and so on while the new one scores best: the candidates are centred on
-       an estimate, and the scores can say the best lies below them.
        ``batch_pts=0`` takes the grid point nearest that centre without runs.
     3. an optional **rescan** of the LR range at the chosen batch size (``rescan_lr_after_bs``);
        none when that is ``initial_batch_size`` (the first sweep measured that curve already).
@@ -226,7 +222,6 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
     batch_tie_test: bool = True
     batch_tie_prefer: Literal["faster", "smaller"] = "faster"
     batch_tie_speed_margin: float = 0.1
-    batch_extend_below: bool = True
     rescan_lr_after_bs: bool = False
     # schedule of the final trials
     train_examples: int = 30_000
@@ -281,7 +276,7 @@ class HyperparameterSettings(JsonRecord, RecipeOptions):
         _check_number(self, "batch_tie_speed_margin", lambda v: v >= 0, "a relative margin >= 0 such as 0.1")
         _check_choice(self, "batch_tie_prefer", ("faster", "smaller"))
         _check_choice(self, "batch_score", ("loss", "perf"))
-        for name in ("lr_shared_init", "batch_tie_test", "batch_extend_below", "rescan_lr_after_bs"):
+        for name in ("lr_shared_init", "batch_tie_test", "rescan_lr_after_bs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigTypeError(
                     f"HyperparameterSettings.{name} must be True or False, got {getattr(self, name)!r}."

@@ -90,9 +90,6 @@ class Rung(JsonSection):
     best_by_score: int | None = optional()
     #: why the kept best is not the best scored one (present only then)
     tie: str | None = absent_ok()
-    #: the grid batch size this rung scored one step below the candidates, because the smallest, which it is ranked
-    #: against, scored best (present only then: ``batch_extend_below``)
-    extended_below: int | None = absent_ok()
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,6 @@
 
 The ranking maths is :mod:`ignite_seg.tuning.batch_search`'s; this module runs the rungs on the tune's
 :class:`~ignite_seg.runtime.tasks.TaskRunner` and keeps every rung's scores for ``bs_sampled.npz``.
-When the halving ends on the smallest candidate and it scored best (not chosen by the tie rule), the
-grid batch size one step below it is scored at the last rung's budget, with the same repeats' seeds, and
-ranked against it by the same rule; the search follows the scores down while the new one scores best
-(``batch_extend_below``). Not upwards: there the short runs' held-out loss kept falling with the batch
-size on small training sets (fewer steps overfit less in a few epochs), which the trials did not bear
-out (bench/RESULTS.md, session 25).
 """
 from __future__ import annotations
 
@@ -23,10 +17,10 @@ from ..config.hyperparameters import HyperparameterSettings
 from ..engine.sweeps import BatchRunResult, BatchRunTask, run_batch_trial
 from ..exceptions import TuningError
 from ..storage.schemas import BatchSearchProgress, Rung, RungNote
-from .batch_search import LR_SCALING, batch_grid, halving_survivors, rank_scores, rank_with_ties, scale_lr
+from .batch_search import LR_SCALING, halving_survivors, rank_scores, rank_with_ties, scale_lr
 from .context import TuneRun, derive_seed, last_line, run_tasks
 
-__all__ = ["BatchSearch", "batch_search", "below_candidates"]
+__all__ = ["BatchSearch", "batch_search"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +50,7 @@ class BatchSearch:
 
 def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, budget: float) -> BatchSearch:
     """Successive halving over ``cands``: score all for ``budget`` epochs, keep the best 1/eta with eta times the
-    budget, until one is left; then below the smallest while it scores best (``batch_extend_below``)."""
+    budget, until one is left."""
     search = BatchSearch(list(cands), cands[0], seconds_per_example=np.full(len(cands), np.nan))
     if len(cands) == 1:
         search.rungs.append(RungNote("a single candidate: no runs needed"))
@@ -65,74 +59,31 @@ def batch_search(t: TuneRun, cands: list[int], lr_min: float, lr_max: float, bud
     logger.info("batch-size candidates %s (LR scaled from batch size %d: %s)", cands, t.s.initial_batch_size,
                 LR_SCALING)
     while True:
-        tasks = [_task(t, search, len(search.rungs), int(c), r, lr_min, lr_max, budget)
-                 for c in alive for r in range(t.s.batch_rn_min_inits)]
+        tasks = [
+            BatchRunTask(
+                key=_RunKey(len(search.rungs), int(c), r), recipe=t.recipe, seed=derive_seed(t.seed, "bs", r),
+                batch_size=cands[c], lr_min=scale_lr(lr_min, cands[c], t.s.initial_batch_size),
+                lr_max=scale_lr(lr_max, cands[c], t.s.initial_batch_size), epochs=budget, device_index=int(c),
+            )
+            for c in alive for r in range(t.s.batch_rn_min_inits)
+        ]
         perfs, losses, cost = _scores(t, cands, tasks, alive)
-        _note_cost(search, cost)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # candidates without a timed run
+            search.seconds_per_example = np.fmin(search.seconds_per_example, np.nanmin(cost, axis=0))
         survivors = _halve(t.s, search, alive, budget, perfs, losses)
         t.misc.record(batch_size=BatchSearchProgress(candidates=cands, rungs=list(search.rungs)))
         if len(survivors) == 1:
             search.chosen = cands[int(survivors[0])]
-            break
+            return search
         alive = np.sort(survivors)
         budget *= t.s.batch_eta
-    while t.s.batch_extend_below and (below := below_candidates(t.s, search)) is not None:
-        _score_below(t, search, below, lr_min, lr_max, budget)
-    return search
 
 
-def below_candidates(s: HyperparameterSettings, search: BatchSearch) -> int | None:
-    """The grid batch size one step below the smallest candidate when the chosen one is that smallest and the last
-    rung's scores (not the tie rule) put it first; None otherwise, or where the grid starts."""
-    last = search.rungs[-1] if search.rungs else None
-    if not isinstance(last, Rung) or last.best_by_score != search.chosen or search.chosen != min(search.bss):
-        return None
-    grid = batch_grid(s.batch_start, s.batch_end, s.batch_step)
-    smaller = [b for b in grid if b < search.chosen]
-    return smaller[-1] if smaller else None
-
-
-def _score_below(t: TuneRun, search: BatchSearch, below: int, lr_min: float, lr_max: float, budget: float) -> None:
-    """Score ``below`` at the last rung's ``budget`` (the chosen one's runs there are its rivals: same seeds, same
-    budget) and rank the two by the halving's rule; ``search`` gains the candidate (first) and the rung."""
-    smallest = search.chosen
-    search.bss.insert(0, below)
-    search.rung_perfs = [np.insert(a, 0, np.nan, axis=1) for a in search.rung_perfs]
-    search.rung_losses = [np.insert(a, 0, np.nan, axis=1) for a in search.rung_losses]
-    search.seconds_per_example = np.insert(search.seconds_per_example, 0, np.nan)
-    logger.info("batch size %d, the smallest candidate, scored best: scoring %d, one grid step below, for %g epoch(s)",
-                smallest, below, budget)
-    tasks = [_task(t, search, len(search.rungs), 0, r, lr_min, lr_max, budget) for r in range(t.s.batch_rn_min_inits)]
-    perfs, losses, cost = _scores(t, search.bss, tasks, np.array([0]), must_score=False)
-    perfs[:, 1], losses[:, 1] = search.rung_perfs[-1][:, 1], search.rung_losses[-1][:, 1]
-    _note_cost(search, cost)
-    survivors = _halve(t.s, search, np.array([0, 1]), budget, perfs, losses, below=below)
-    search.chosen = search.bss[int(survivors[0])]
-    t.misc.record(batch_size=BatchSearchProgress(candidates=list(search.bss), rungs=list(search.rungs)))
-
-
-def _task(t: TuneRun, search: BatchSearch, rung: int, c: int, r: int, lr_min: float, lr_max: float,
-          budget: float) -> BatchRunTask:
-    """Repeat ``r`` of candidate ``c`` (its index in ``search.bss``) at ``rung``: the LR range scaled to its batch size."""
-    b = search.bss[c]
-    return BatchRunTask(
-        key=_RunKey(rung, c, r), recipe=t.recipe, seed=derive_seed(t.seed, "bs", r), batch_size=b,
-        lr_min=scale_lr(lr_min, b, t.s.initial_batch_size), lr_max=scale_lr(lr_max, b, t.s.initial_batch_size),
-        epochs=budget, device_index=c,
-    )
-
-
-def _note_cost(search: BatchSearch, cost: np.ndarray) -> None:
-    """Keep each candidate's least seconds per training example over the rungs."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # candidates without a timed run
-        search.seconds_per_example = np.fmin(search.seconds_per_example, np.nanmin(cost, axis=0))
-
-
-def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask], alive: np.ndarray,
-            must_score: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask],
+            alive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run one rung's tasks: held-out perf and loss and the training seconds per example, per repeat and
-    candidate (R, C), NaN where not run. ``must_score``: a rung none of whose runs scored raises."""
+    candidate (R, C), NaN where not run."""
     results = run_tasks(t, run_batch_trial, tasks, f"tune: batch sizes ({tasks[0].epochs:g} epochs)", "batch",
                          lambda task, err: BatchRunResult(task.key, "failed", error=err))
     perfs = np.full((t.s.batch_rn_min_inits, len(cands)), np.nan)
@@ -147,7 +98,7 @@ def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask], alive: np.n
         perfs[r, c], losses[r, c] = res.perf, res.loss
         if res.examples > 0 and res.train_seconds > 0:
             cost[r, c] = res.train_seconds / res.examples
-    if must_score and not np.isfinite(perfs[:, alive]).any():
+    if not np.isfinite(perfs[:, alive]).any():
         first = next(iter(results.values()))
         raise TuningError(
             f"every batch-size candidate run failed; the first error was:\n{first.error}\nFix the loaders, "
@@ -158,10 +109,9 @@ def _scores(t: TuneRun, cands: list[int], tasks: list[BatchRunTask], alive: np.n
 
 def _halve(
     s: HyperparameterSettings, search: BatchSearch, alive: np.ndarray, budget: float, perfs: np.ndarray,
-    losses: np.ndarray, below: int | None = None,
+    losses: np.ndarray,
 ) -> np.ndarray:
-    """Rank the rung's candidates, record the rung in ``search`` (``below``: the batch size this rung added below
-    the candidates); the survivors (indices into the candidates)."""
+    """Rank the rung's candidates, record the rung in ``search``; the survivors (indices into the candidates)."""
     cands = search.bss
     # candidates tied with the best (within batch_tie_tol, or not worse by the paired test over the
     # repeats) rank first, the smallest batch first unless a larger tied one scored no worse and trains
@@ -193,7 +143,7 @@ def _halve(
         mean_perf={str(cands[i]): _finite(mean_perf[i]) for i in alive},
         mean_loss={str(cands[i]): _finite(mean_loss[i]) for i in alive}, ranked_by=s.batch_score,
         seconds_per_example={str(cands[i]): _finite(cost[i]) for i in alive},
-        kept=[cands[i] for i in survivors], best_by_score=cands[by_score[0]], tie=tie, extended_below=below,
+        kept=[cands[i] for i in survivors], best_by_score=cands[by_score[0]], tie=tie,
     ))
     logger.info("batch sizes after %g epoch(s) (held-out perf / loss / µs per training example): %s; keeping %s",
                 budget, ", ".join(f"{cands[i]}: {mean_perf[i]:.4f} / {mean_loss[i]:.4g} / "

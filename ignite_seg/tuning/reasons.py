@@ -58,29 +58,17 @@ def batch_decision(s: HyperparameterSettings, noise: float, chosen: int, rungs: 
     by = last.ranked_by or s.batch_score
     means = (last.mean_loss if by == "loss" else last.mean_perf) or {}
     best = last.best_by_score if last.best_by_score is not None else chosen
-    below = _below_note(last) + around
     if chosen != best:
         test = (" (or not worse at 95% by a paired t-test over the repeats)"
                 if s.batch_tie_test and s.batch_rn_min_inits > 1 else "")
         return BatchDecision("tie", f"tied with {best} within {s.batch_tie_tol:.0%}{test} (held-out {by} "
                              f"{_g(means.get(str(chosen)))} vs {_g(means.get(str(best)))}); "
-                             + _tie_order(s, last, chosen, best) + below, fallback)
+                             + _tie_order(s, last, chosen, best) + around, fallback)
     others = [b for b in (last.batch_sizes or []) if b != chosen]
     runner_up = f"; {others[0]}: {_g(means.get(str(others[0])))}" if len(others) == 1 else ""
     n = len(last.batch_sizes or [])
-    of = (f"of {chosen} and {others[0]}" if last.extended_below is not None and len(others) == 1
-          else f"of the {n} candidate(s) left after successive halving")
-    return BatchDecision("best-score", f"best held-out {by} {of} ({_g(means.get(str(chosen)))}{runner_up})" + below,
-                         fallback)
-
-
-def _below_note(last: Rung) -> str:
-    """Why the last rung holds a batch size below the candidates (empty when it does not)."""
-    smallest = next((b for b in (last.batch_sizes or []) if b != last.extended_below), None)
-    if last.extended_below is None or smallest is None:
-        return ""
-    return (f"; {smallest}, the smallest scored so far, had scored best, so {last.extended_below}, one grid step "
-            "below, was scored for as long (batch_extend_below)")
+    return BatchDecision("best-score", f"best held-out {by} of the {n} candidate(s) left after successive halving "
+                         f"({_g(means.get(str(chosen)))}{runner_up})" + around, fallback)
 
 
 def _tie_order(s: HyperparameterSettings, last: Rung, chosen: int, best: int) -> str:
