@@ -202,7 +202,7 @@ def test_the_learning_rate_line_says_where_the_peak_sits_in_the_range_and_when_i
         "[0.01, 0.1] (tuned: swept at batch size 16, the chosen one; the peak lifted from the range's centre towards "
         "a decade below where the sweep diverged (0.5))")
     assert line({**cosine, "lr_end": 0.1}, peak_at="centre", peak_lifted=True, diverged_lr=3.0).endswith(
-        "the peak lifted from the range's centre to its top, below a decade under where the sweep diverged (3))")
+        "the peak lifted from the range's centre to its top (a decade below where the sweep diverged, 3, lies above it))")
     assert line({**cosine, "lr_end": 0.3}, peak_at="centre", peak_lifted=True, diverged_lr=3.0).endswith(
         "the peak lifted above the range's top, towards a decade below where the sweep diverged (3): SGD's best "
         "peak tracks its divergence)")
