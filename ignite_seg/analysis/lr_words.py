@@ -43,7 +43,8 @@ def _lift(sch: ScheduleStep, diverged: float) -> str:
         return (f"the peak lifted above the range's top, towards a decade below where the sweep diverged ({at}): "
                 "SGD's best peak tracks its divergence")
     if top is not None and peak is not None and peak >= top * (1 - 1e-9):
-        return f"the peak lifted from the range's {start} to its top (a decade below where the sweep diverged, {at}, lies above it)"
+        return (f"the peak lifted from the range's {start} to its top (a decade below where the sweep diverged, {at}, "
+                "lies above it)")
     return f"the peak lifted from the range's {start} towards a decade below where the sweep diverged ({at})"
 
 
