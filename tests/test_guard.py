@@ -362,3 +362,31 @@ def test_the_report_says_when_the_window_moved_below_the_settled_loss():
     assert "the loss at its floor by lr 0.069" in md and "no repeat diverged" in md
     misc["steps"]["lr_range"]["settled_lr"] = None
     assert "at its floor" not in render_markdown(summary_info({}, {"lr_start": 0.007, "lr_end": 0.064}, None, [], TunerFiles(misc=misc, lr=lr)))
+
+
+def test_a_constant_schedule_on_the_plateau_rules_range_is_warned_about(caplog):
+    """The plateau rule puts the range at the top of a floor at the best constant output's loss, next to the
+    divergence: a decay leaves that edge behind, a constant schedule holds it (the adding problem's LSTM with Adam at
+    a constant LR trained below the untuned default, bench/RESULTS.md session 25). The tuner says so; only then."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from ignite_seg.tuning import recipe
+
+    def schedule_step(schedule, trivial_floor):
+        recorded = {}
+        s = dataclasses.replace(get_preset("fast"), optimizer="adamw", schedule=schedule, warmup_epochs=0.0)
+        t = SimpleNamespace(s=s, n_train=1800, misc=SimpleNamespace(record=lambda **kw: recorded.update(kw)))
+        caplog.clear()
+        recipe._schedule(t, recipe._FinalRange(0.77, 2.45, "swept at batch size 8", 0.97, trivial_floor), 8)
+        return recorded["schedule"]
+
+    held = schedule_step("constant", True)
+    assert held.lr_how.startswith("swept at batch size 8; the range is the top of a floor at the best constant "
+                                  "output's loss") and "next to where the sweep diverged (0.97)" in held.lr_how
+    assert "schedule='cosine'" in held.lr_how
+    assert any(r.levelname == "WARNING" and "a constant schedule holds that peak" in r.getMessage() for r in caplog.records)
+    # a decay leaves the edge behind; an ordinary range (no trivial floor) is not at it
+    for schedule, trivial in (("cosine", True), ("one-cycle", True), ("constant", False)):
+        assert schedule_step(schedule, trivial).lr_how == "swept at batch size 8"
+        assert not any(r.levelname == "WARNING" for r in caplog.records)
