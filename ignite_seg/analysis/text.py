@@ -7,7 +7,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from ..engine.schedule_text import describe_schedule
+from ..engine.schedule_text import PEAK_ONLY, describe_schedule
 from ..exceptions import IgniteSegError
 from ..storage.records import RunRecord, TrialResult
 from ..storage.result_keys import ResultKeys
@@ -250,8 +250,9 @@ def decision_lines(info: SummaryInfo) -> list[str]:
     if "lr_start" in hp and "lr_end" in hp:
         lo, hi = _short(hp["lr_start"]), _short(hp["lr_end"])
         schedule = hp.get("schedule", "triangular")
+        start = "" if schedule in PEAK_ONLY else f", lr_start {lo}"  # those schedules do not read it
         span = f"cycles between {lo} and {hi}" if schedule == "triangular" else \
-            f"peak (lr_end) {hi}, lr_start {lo} on the {schedule} schedule" + peak_in_range(info.lr_range, info.peak_at)
+            f"peak (lr_end) {hi}{start} on the {schedule} schedule" + peak_in_range(info.lr_range, info.peak_at)
         how = info.lr_how if info.hp_kind != "fixed" and info.lr_how else None
         out.append(f"- **learning rate**: {span} ({info.hp_kind}{f': {how}' if how else ''})")
     if "batch_size" in hp:

@@ -12,7 +12,11 @@ import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
 
-__all__ = ["describe_schedule", "as_recipe"]
+__all__ = ["describe_schedule", "as_recipe", "PEAK_ONLY"]
+
+#: Schedules that read only ``lr_end`` (constant holds it; noam's warmup climbs to it and decays from it): their
+#: ``lr_start`` is not used (:mod:`ignite_seg.engine.schedules`).
+PEAK_ONLY = ("constant", "noam")
 
 #: Steps per epoch of the simulation (the run's own count is not recorded; the values at the
 #: schedule's start, peak and end do not depend on it beyond rounding).
