@@ -1,14 +1,15 @@
 """The plateau rule on synthetic curves whose right answer is known (issue 25: a loss on a trivial floor)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 from test_lr_range import logistic_curve, with_divergence
 
-from ignite_seg.tuning.lr_plateau import PLATEAU_DECADES, find_plateau
-from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range, geometric_lrs
+from ignite_seg.tuning.lr_plateau import PLATEAU_DECADES, find_plateau, flat_floor
+from ignite_seg.tuning.lr_range import LossDidNotImprove, RangeRule, choose_lr_range, geometric_lrs
 from ignite_seg.tuning.lr_valley import VALLEY_BOTTOM_TOL
 
 RULE = RangeRule(window=9, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
@@ -166,3 +167,75 @@ def test_a_trivial_floor_that_runs_to_the_sweeps_end_is_left_to_the_settled_rule
     x = np.log10(lrs)
     assert find_plateau(x, flat[0], None, 9, constant_loss=0.167) is None
     assert find_plateau(x, flat[0], None, 9, constant_loss=0.167, x_diverged=-0.5).x_hi == -0.5
+
+
+def creeping_floor(lrs: np.ndarray, x_div: float) -> np.ndarray:
+    """The adding problem's sweep as measured (bench/RESULTS.md, session 26): the fall onto the constant's loss (0.19),
+    then a creep up the floor, 5% of the loss per decade from lr 10**-2.5 (2% above the constant's by 10**-2.1),
+    within the valley's bottom (10% of the fall, 0.1) until it diverges at ``lr = 10**x_div``."""
+    x = np.log10(lrs)
+    return with_divergence(lrs, logistic_curve(lrs, -3.3, 0.12, depth=1.01, top=1.2)
+                           + np.where(x > -2.5, 0.0095 * (x + 2.5), 0.0), x_div)
+
+
+def test_a_schedule_that_holds_its_peak_ends_the_range_at_the_floors_quiet_top():
+    # "floor": the range ends at the floor's top, the divergence (a decay leaves it behind); "quiet": where the
+    # held-out loss last lay within 2% of the constant's, 2.3 decades lower (a constant schedule holds its peak)
+    lrs = geometric_lrs(1e-4, 10.0, 500)
+    losses = np.stack([creeping_floor(lrs, x_div) for x_div in (0.2, 0.5)])
+    top = RangeRule(window=15, diverge_th=2.0, regain=0.8, steep_frac=0.3, window_decades=1.0, min_span_decades=0.5)
+    quiet = dataclasses.replace(top, plateau_top="quiet")
+    f = choose_lr_range(lrs, losses, top, constant_loss=0.19)
+    q = choose_lr_range(lrs, losses, quiet, constant_loss=0.19)
+    assert f.plateau_top == "floor"
+    assert math.log10(f.lr_max) == pytest.approx(math.log10(float(np.nanmin(f.diverged_lr))), abs=0.05)
+    assert q.plateau_top == "quiet" and q.plateau_lrs == f.plateau_lrs  # the same floor, a lower top
+    raw = creeping_floor(lrs, 0.2)  # the first LR 2% of the constant's loss above the floor's lowest (smoothing aside)
+    k = int(np.nanargmin(raw))
+    assert math.log10(q.lr_max) == pytest.approx(np.log10(lrs)[k + np.argmax(raw[k:] > raw[k] + 0.0038)], abs=0.05)
+    assert -2.2 < math.log10(q.lr_max) < -1.8
+    assert q.plateau_quiet_lr == pytest.approx(q.lr_max) and f.plateau_quiet_lr == pytest.approx(q.lr_max)
+    assert math.log10(q.lr_min) == pytest.approx(math.log10(q.lr_max) - quiet.plateau_span_decades, abs=1e-9)
+    # a floor judged by the perf (no constant measured) has no quiet top: both rules end at its top
+    chance = np.full(losses.shape, 0.5)
+    assert choose_lr_range(lrs, losses, quiet, perf_curves=chance).lr_max == pytest.approx(
+        choose_lr_range(lrs, losses, top, perf_curves=chance).lr_max)
+    assert choose_lr_range(lrs, losses, quiet, perf_curves=chance).plateau_quiet_lr is None
+    # no floor (an ordinary curve): the rule changes nothing
+    ordinary = floor_curve()[None, :]
+    a, b = choose_lr_range(LRS, ordinary, dataclasses.replace(RULE, plateau_top="quiet")), choose_lr_range(
+        LRS, ordinary, RULE)
+    assert (a.lr_min, a.lr_max, a.plateau_top) == (b.lr_min, b.lr_max, None)
+
+
+def test_a_loss_that_sat_on_the_constants_loss_from_the_start_gets_that_floor_not_an_error():
+    # standardised targets (or balanced classes): the output starts at the constant, so a late learner's sweep has no
+    # fall, only the floor, creeping up from lr 10**-2 and diverging at 10**0 (the multiplication problem's LSTM,
+    # bench/RESULTS.md session 26). It is the plateau rule's floor from the sweep's start to its quiet top
+    lrs = geometric_lrs(1e-4, 10.0, 500)
+    x = np.log10(lrs)
+    flat = 0.89 + np.where(x > -2, 0.02 * (x + 2), 0.0)
+    losses = np.stack([with_divergence(lrs, flat, x_div) for x_div in (0.0, 0.3)])
+    with pytest.raises(LossDidNotImprove, match="did not improve"):
+        choose_lr_range(lrs, losses, RULE)  # no constant measured: nothing says the floor is trivial
+    c = choose_lr_range(lrs, losses, RULE, constant_loss=0.885)
+    assert c.improvement < RULE.min_improvement and c.plateau_constant_loss == pytest.approx(0.885)
+    assert c.plateau_lrs[0] == pytest.approx(1e-4) and c.plateau_top == "floor"
+    assert math.log10(c.lr_max) == pytest.approx(-2 + (0.89 + 0.0177 - 0.89) / 0.02, abs=0.05)  # 2% above 0.885
+    assert math.log10(c.lr_min) == pytest.approx(math.log10(c.lr_max) - RULE.plateau_span_decades, abs=1e-9)
+    # SGD's rule keeps the error (its step scales with a plateau's small gradient: RangeRule.flat_floor)
+    with pytest.raises(LossDidNotImprove):
+        choose_lr_range(lrs, losses, dataclasses.replace(RULE, flat_floor=False), constant_loss=0.885)
+    # an output that starts a little off the mean falls onto the floor by less than the rule needs (2.5% above the
+    # constant's, 1.7% down: the multiplication problem, seed 2): the same floor, its quiet top past its lowest point
+    fall = logistic_curve(lrs, -3.3, 0.2, depth=0.015, top=0.905)  # 0.905 -> 0.89 around lr 10**-3.3
+    c = choose_lr_range(lrs, np.stack([with_divergence(lrs, fall + flat - 0.89, d) for d in (0.0, 0.3)]), RULE,
+                        constant_loss=0.885)
+    assert c.improvement < RULE.min_improvement and math.log10(c.lr_max) == pytest.approx(-1.115, abs=0.05)
+    # a sweep that never diverged (its floor may go on), or one whose floor lay below the constant's loss (it learned
+    # something): the error stands
+    with pytest.raises(LossDidNotImprove):
+        choose_lr_range(lrs, np.stack([flat, flat]), RULE, constant_loss=0.885)
+    with pytest.raises(LossDidNotImprove):
+        choose_lr_range(lrs, losses, RULE, constant_loss=0.95)
+    assert flat_floor(x[:60], flat[:60], 0.885, x_diverged=float(x[59])) is None  # under PLATEAU_DECADES wide

@@ -402,7 +402,8 @@ def test_presets_are_ordered_by_effort_and_round_trip():
 def test_every_settings_field_is_used_by_the_tuner():
     src = "".join((Path(ignite_seg.__file__).parent / f).read_text() for f in ("tuning/recipe.py", "engine/sweeps.py",
                                                                                   "tuning/batch_runs.py", "tuning/reasons.py",
-                                                                                  "tuning/budget.py", "tuning/length.py"))
+                                                                                  "tuning/budget.py", "tuning/length.py",
+                                                                                  "tuning/lr_range.py"))  # RangeRule
     # the update options travel as one record (settings.options), read whole by the tuning runs; the
     # recipe's options (optimizer, update options, schedule shape, EMA) are copied whole into the recipe
     options = {f.name for f in dataclasses.fields(TrainingOptions)} | {f.name for f in dataclasses.fields(RecipeOptions)}

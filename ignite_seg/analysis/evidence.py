@@ -51,7 +51,8 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
         f"LR range test: {losses.shape[0]} repeat(s), {lrs.size} points from {fmt(lrs[0])} to {fmt(lrs[-1])} "
         "(geometric)",
         f"chosen range [{fmt(rng[0])}, {fmt(rng[1])}]: "
-        + ("the top of the floor the loss sat on (the plateau rule, below)" if plateau else
+        + (f"the top of {'the quiet part of ' if used is not None and used.range_top == 'quiet' else ''}the floor "
+           "the loss sat on (the plateau rule, below)" if plateau else
            "the steepest sustained improvement of the smoothed "
            + (f"held-out loss (a slice of the training set, measured {_every(every)})" if held_out else "loss")
            + " against log LR, within the window the rule looks in")
@@ -67,8 +68,12 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
         constant = used.constant_loss if used is not None and used.plateau_at_constant else None
         while_ = (f"at the held-out loss of the best constant output ({fmt(constant)})" if constant is not None else
                   f"while the held-out perf did not improve ({fmt(p0)} at the start, {fmt(p_on)} on the floor)")
+        quiet = used.plateau_quiet_lr if used is not None and used.range_top == "quiet" else None
+        top = ("the floor's top" if quiet is None else f"the top of its quiet part (lr {fmt(quiet)}: the held-out loss "
+               "within 2% of the constant's), as the schedule holds its peak")
         out.append(f"the loss sat on a floor from lr {fmt(lo)} to {fmt(hi)} before diverging {while_}: the network "
-                   "learned only its offset there, so the range was moved to the floor's top (the plateau rule)")
+                   f"learned nothing beyond a constant output there, so the range was moved to {top} (the plateau "
+                   "rule)")
     if used is not None and used.anchored_at_loss_minimum:
         out.append("lr_max is the centre of the valley's bottom: the loss crept up past its minimum without "
                    "diverging, so the range ends at the minimum (located on the held-out loss)")

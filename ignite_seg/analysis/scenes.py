@@ -70,8 +70,10 @@ def lr_scene_caption(lr: LRSweepInfo, used: LRRangeStep | None) -> str:
     """The LR scene's caption: the sweep, and the chosen range with the rule that put it there (``used``: the
     range test whose range was used, from ``misc.json``; None in a folder without it)."""
     lo, hi = lr.lr_range
-    where = ("the top of the floor the loss sat on before diverging (the plateau rule)" if used is not None
-             and used.plateau_lr else "where the smoothed loss falls fastest")
+    where = ("where the smoothed loss falls fastest" if used is None or not used.plateau_lr
+             else "the top of the floor the loss sat on before diverging (the plateau rule)" if used.range_top != "quiet"
+             else "the top of the quiet part of the floor the loss sat on, where it lay within 2% of the best constant "
+                  "output's (the plateau rule, for a schedule that holds its peak)")
     constant = (f" Grey dashed: the held-out loss of the best constant output ({fmt(lr.constant_loss)})."
                 if lr.constant_loss is not None else "")
     return (f"LR range test: the LR grows geometrically from {fmt(lr.lrs[0])} to {fmt(lr.lrs[-1])} "

@@ -57,6 +57,11 @@ class LRRangeStep(JsonSection):
     constant_loss: float | None = optional()
     #: True when the plateau rule judged the floor trivial by ``constant_loss`` (None in older folders)
     plateau_at_constant: bool | None = optional()
+    #: the top of that floor's quiet part (the held-out loss within 2% of the constant's), where the range ended for a
+    #: schedule that holds its peak (``range_top == "quiet"``; session 26; None: not judged by the constant's loss)
+    plateau_quiet_lr: float | None = optional()
+    #: where a plateau range ended: "floor" (its top) or "quiet" (its quiet top); None when the rule did not fire
+    range_top: str | None = optional()
     rule: str | None = optional()
     noise_scale: float | None = optional()
     noise_scale_rule: str | None = optional()

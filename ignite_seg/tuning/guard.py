@@ -12,9 +12,10 @@ the mean at the start by :data:`GUARD_MARGIN` (:func:`judge`). If not, both lear
 
 When no attempt passes, the choice is:
 
-* some attempt ended finite: the one whose held-out loss fell the most (relative to its start) is used,
-  recorded as a *fallback* with a WARNING — the short run may simply be too short to show the
-  improvement of a slow learner, and the lowest rates tried are the safest known;
+* some attempt ended finite: recorded as a *fallback* with a WARNING, the first (highest rates) whose held-out loss
+  *held* — ended within :data:`GUARD_MARGIN` of its start, neither falling enough nor rising — is used
+  (:func:`fallback_attempt`): the short run may simply be too short to show the improvement of a slow learner,
+  and a rise is the only sign of rates too hot that it gives. Where every attempt rose, the one that rose least;
 * every attempt's loss was NaN/inf even at the range divided by ``GUARD_BACKOFF ** GUARD_MAX_BACKOFFS``:
   :class:`~ignite_seg.exceptions.TuningError`. Training the trials on such a recipe would spend the
   budget on NaN; the message says what to change.
@@ -38,7 +39,7 @@ from .context import TuneRun, derive_seed, last_line, run_tasks
 
 __all__ = [
     "GUARD_STEPS", "GUARD_MIN_STEPS", "GUARD_REPEATS", "GUARD_MARGIN", "GUARD_BACKOFF", "GUARD_MAX_BACKOFFS",
-    "Verdict", "guard_steps", "judge", "guard_recipe",
+    "Verdict", "guard_steps", "judge", "guard_recipe", "fallback_attempt",
 ]
 
 logger = logging.getLogger(__name__)
@@ -145,8 +146,26 @@ def guard_recipe(t: TuneRun, hp: FixedHyperparameters) -> FixedHyperparameters:
             "Check the model and loss for NaN (e.g. a log of 0), lower lr_start of the settings, add grad_clip_norm, "
             "or pass a FixedHyperparameters recipe."
         )
-    best = int(np.argmax(gains))
-    return _decided(t, hp, attempts, steps, best, fallback=True)
+    return _decided(t, hp, attempts, steps, fallback_attempt(gains), fallback=True)
+
+
+def fallback_attempt(gains: Sequence[float], margin: float = GUARD_MARGIN) -> int:
+    """The attempt the trials use when none passed, from each attempt's relative fall of the held-out loss (``gains``,
+    highest rates first; -inf: not finite): the first whose loss held (``gain >= -margin``), else the largest gain.
+
+    On a loss that sat at the best constant output's from the sweep's start (a late learner: the multiplication
+    problem's LSTM with standardised targets, bench/RESULTS.md session 26), no 200-step run falls and the gains are
+    noise (+0.03% to -0.1%); the largest of them picked the fourth back-off (lr / 32) and a trial that never left the
+    floor, where the first attempt that held (lr / 3.2) lies next to the grid's best peak.
+
+    Example:
+        >>> fallback_attempt([-0.025, -0.0008, -0.001, 0.0003, -0.0003])  # the first rose 2.5%: the second held
+        1
+        >>> fallback_attempt([-float("inf"), -0.3, -0.05])  # diverged, then rose: the one that rose least
+        2
+    """
+    held = [k for k, g in enumerate(gains) if math.isfinite(g) and g >= -margin]
+    return held[0] if held else int(np.argmax(gains))
 
 
 def _scaled(hp: FixedHyperparameters, factor: float) -> FixedHyperparameters:
@@ -160,8 +179,8 @@ def _decided(t: TuneRun, hp: FixedHyperparameters, attempts: list[GuardAttempt],
     if chosen is None:
         decided = "every attempt diverged: no recipe (TuningError)"
     elif fallback:
-        decided = (f"no attempt passed; fallback: attempt {chosen + 1}, whose held-out loss fell the most relative "
-                   "to its start")
+        decided = (f"no attempt passed; fallback: attempt {chosen + 1}, the first whose held-out loss held (within "
+                   f"{GUARD_MARGIN:.0%} of its start; where none did, the one that rose least)")
         logger.warning("recipe check: no attempt improved the held-out loss by %.0f%% in %d steps; the trials use "
                        "attempt %d's rates lr %.4g -> %.4g (a fallback)", 100 * GUARD_MARGIN, steps, chosen + 1,
                        final.lr_start, final.lr_end)

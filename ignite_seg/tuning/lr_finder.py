@@ -433,8 +433,7 @@ def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int,
     s = get_preset("fast")
     stacked = {k: np.vstack([r[k] for r in runs]) for k in runs[0]}
     window = max(1, int(round(s.lr_smooth_frac * lrs.size))) | 1
-    rule = RangeRule(window=window, diverge_th=s.diverge_th, regain=s.diverge_regain, steep_frac=s.lr_steep_frac,
-                     window_decades=s.lr_window_decades, min_span_decades=s.lr_min_span_decades)
+    rule = RangeRule.from_settings(s, window)
     choice = choose_lr_range(lrs, stacked["losses"], rule, valley_curves=stacked["holdout_losses"],
                              constant_loss=constant)
     b_small = batch_size / CHUNKS

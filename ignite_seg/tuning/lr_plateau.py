@@ -37,6 +37,18 @@ of the best constant output (:func:`~ignite_seg.engine.constant_output.constant_
 lowest loss is less than :data:`~ignite_seg.engine.constant_output.CONSTANT_TOL` below that level is trivial whatever the perf says. Such a floor
 may run into the divergence (the network never learned more within the sweep; the settled rule's "learned
 within the sweep" does not hold): it then ends at the first repeat's divergence.
+
+**A schedule that holds its peak ends the range lower, at the floor's quiet top** (session 26). On such a floor the
+held-out loss creeps up with the LR long before the divergence (the adding problem: 2% above the constant's loss by lr
+0.005-0.03, 10-18% above it by lr 0.1-2, diverging at 2-4), and the floor's top is where the short sweep still
+tolerates a rate, not where a whole run learns at it: a constant schedule at the top of the adding problem's floor
+(peaks 0.5-5) trained to 0.72-0.79 against an untuned Adam's 0.87, and the grid's best constant peaks were 0.006-0.04
+(0.9995); on the multiplication problem (:mod:`bench.tq_plateau_tasks`) the top's centre 0.22 trained to the
+constant's level and the grid's best lay at 0.003-0.03. A decaying schedule leaves the top behind and trains well from
+there (AdamW cosine on the adding problem: 0.997-0.9995). So :attr:`Plateau.x_quiet` is the last LR above the floor's
+lowest point where the loss is still within :data:`CONSTANT_TOL` of the constant's (or of its minimum, if higher), and
+:class:`~ignite_seg.tuning.lr_range.RangeRule`'s ``plateau_top="quiet"`` ends the range there for the schedules of
+:data:`~ignite_seg.tuning.schedule.HELD_PEAK`.
 """
 from __future__ import annotations
 
@@ -48,7 +60,8 @@ import numpy as np
 from ..engine.constant_output import CONSTANT_TOL, at_constant
 from .lr_valley import MIN_POINTS, VALLEY_BOTTOM_TOL, start_and_minimum
 
-__all__ = ["PLATEAU_DECADES", "PLATEAU_PERF_TOL", "CONSTANT_TOL", "Plateau", "find_plateau", "moved_to_plateau"]
+__all__ = ["PLATEAU_DECADES", "PLATEAU_PERF_TOL", "CONSTANT_TOL", "Plateau", "find_plateau", "flat_floor",
+           "moved_to_plateau"]
 
 #: The floor must be at least this wide (decades of LR) to be a plateau.
 PLATEAU_DECADES = 0.8
@@ -60,13 +73,25 @@ PLATEAU_PERF_TOL = 0.10
 
 class Plateau(NamedTuple):
     """A floor the loss sat on, in ``x = log10 lr``, and the held-out perf at the sweep's start and on it (NaN:
-    not measured); ``constant_loss``: the best constant output's loss when the floor was judged trivial by it."""
+    not measured); ``constant_loss``: the best constant output's loss when the floor was judged trivial by it, and
+    ``x_quiet`` the top of the floor's quiet part then (the loss within :data:`CONSTANT_TOL` of that level)."""
 
     x_lo: float
     x_hi: float
     perf_start: float
     perf_on: float
     constant_loss: float | None = None
+    x_quiet: float | None = None
+
+
+def _quiet_top(loss: np.ndarray, start: int, hi: int, constant_loss: float, lowest: float) -> int:
+    """The last index from ``start`` up to ``hi`` before ``loss`` first rises more than :data:`CONSTANT_TOL` of the
+    constant's loss above that loss, or above the floor's ``lowest`` loss where that lies higher."""
+    level = max(constant_loss, lowest) + CONSTANT_TOL * abs(constant_loss)
+    top = start
+    while top < hi and loss[top + 1] <= level:
+        top += 1
+    return top
 
 
 def find_plateau(x: np.ndarray, loss: np.ndarray, perf: np.ndarray | None, window: int, *,
@@ -109,7 +134,8 @@ def find_plateau(x: np.ndarray, loss: np.ndarray, perf: np.ndarray | None, windo
     if perf is not None and np.isfinite(perf[lo : hi + 1]).all():
         perf_start, perf_on = float(np.mean(perf[: max(1, window)])), float(np.mean(perf[lo : hi + 1]))
     if trivial and constant_loss is not None:
-        return Plateau(float(x[lo]), x_hi, perf_start, perf_on, float(constant_loss))
+        quiet = min(float(x[_quiet_top(loss, k_min, hi, constant_loss, float(loss[k_min]))]), x_hi)
+        return Plateau(float(x[lo]), x_hi, perf_start, perf_on, float(constant_loss), quiet)
     if not (math.isfinite(perf_start) and math.isfinite(perf_on)):
         return None
     if perf_on - perf_start > PLATEAU_PERF_TOL * abs(perf_start):
@@ -117,20 +143,62 @@ def find_plateau(x: np.ndarray, loss: np.ndarray, perf: np.ndarray | None, windo
     return Plateau(float(x[lo]), x_hi, perf_start, perf_on)
 
 
+def flat_floor(x: np.ndarray, loss: np.ndarray, constant_loss: float | None,
+               x_diverged: float | None) -> Plateau | None:
+    """The trivial floor of a sweep whose ``loss`` (smoothed, against ``x = log10 lr``, finite) never fell by what the
+    range rule needs (the caller's test): it sat at the best constant output's loss from the sweep's start until it
+    diverged, or None when it did not.
+
+    A network whose output starts at the targets' mean (standardised regression targets, balanced classes under
+    cross-entropy) has no offset to learn, so a late learner's sweep shows no fall onto the floor, only the floor, and
+    the range rule finds no improvement to choose on. Session 26 (bench/RESULTS.md): a multiplication problem's LSTM
+    with standardised targets sat at the constant's loss from lr 1e-4 to its divergence, the tuner stopped with "the
+    loss did not improve" while the untuned Adam 1e-3 trained to 0.54 and constant peaks 0.03-0.1 to 0.99. It is the
+    plateau rule's floor with its fall below the sweep's start (or within it: an output that starts a little off the
+    mean falls 1-2% onto the floor): it starts at the sweep's first LR and ends where the loss, past its lowest point,
+    first rises more than :data:`CONSTANT_TOL` of the constant's above it (its quiet top, ``x_quiet`` too), below the
+    first divergence; at least :data:`PLATEAU_DECADES` wide. Its lowest loss must be at the constant's
+    (:func:`~ignite_seg.engine.constant_output.at_constant`). A sweep that never diverged is not one (its floor may go on: widen the sweep).
+
+    Example:
+        >>> x = np.linspace(-4, 1, 251)
+        >>> flat = 1.0 + np.where(x > 0, x, 0.0)  # the constant's loss until it rises at lr 1, diverged at 3
+        >>> flat_floor(x, flat, 1.0, x_diverged=0.5)[:2]
+        (-4.0, 0.0)
+        >>> flat_floor(x, flat, 1.0, x_diverged=None) is None, flat_floor(x, flat - 0.1, 1.0, 0.5) is None
+        (True, True)
+    """
+    if x_diverged is None or constant_loss is None or not math.isfinite(constant_loss) or x.size < MIN_POINTS:
+        return None
+    k_min = int(np.argmin(loss))
+    if not at_constant(float(loss[k_min]), constant_loss):
+        return None  # it fell below the constant's loss: it learned something, not this floor
+    x_hi = min(float(x[_quiet_top(loss, k_min, loss.size - 1, constant_loss, float(loss[k_min]))]), x_diverged)
+    if x_hi - float(x[0]) < PLATEAU_DECADES:
+        return None
+    return Plateau(float(x[0]), x_hi, math.nan, math.nan, float(constant_loss), x_hi)
+
+
 def moved_to_plateau(plateau_lrs: tuple[float, float] | None, plateau_perfs: tuple[float, float] | None,
-                     constant_loss: float | None = None) -> str:
+                     constant_loss: float | None = None, quiet_lr: float | None = None) -> str:
     """The log's clause saying that the plateau rule moved the range ("" when it did not), and why: the held-out
-    perf did not improve, or (``constant_loss``) the loss stayed at the best constant output's.
+    perf did not improve, or (``constant_loss``) the loss stayed at the best constant output's; ``quiet_lr``: the
+    range ended at the floor's quiet top there instead (a schedule that holds its peak).
 
     Example:
         >>> moved_to_plateau((0.00048, 0.0051), (0.467, 0.497))[:44]
         "; moved to the top of the loss's floor (lr 0"
         >>> moved_to_plateau((0.001, 1.9), (0.45, 0.84), 0.167)[-63:]
         " stayed at the best constant output's (0.167): the plateau rule"
+        >>> moved_to_plateau((0.001, 1.9), (0.45, 0.84), 0.167, quiet_lr=0.01)[:83]
+        "; moved to the quiet top of the loss's floor (lr 0.001 -> 1.9; within 2% up to 0.01"
     """
     if plateau_lrs is None or plateau_perfs is None:
         return ""
     (lo, hi), (p0, p_on) = plateau_lrs, plateau_perfs
     why = (f"the held-out loss stayed at the best constant output's ({constant_loss:.3g})" if constant_loss is not None
            else f"the held-out perf did not improve ({p0:.3g} at the start, {p_on:.3g} on the floor)")
+    if quiet_lr is not None:
+        return (f"; moved to the quiet top of the loss's floor (lr {lo:.3g} -> {hi:.3g}; within {CONSTANT_TOL:.0%} up "
+                f"to {quiet_lr:.3g}: a schedule that holds its peak ends there), where {why}: the plateau rule")
     return f"; moved to the top of the loss's floor (lr {lo:.3g} -> {hi:.3g}), where {why}: the plateau rule"

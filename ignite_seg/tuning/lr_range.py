@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ..exceptions import TuningError
 from ..smoothing import REGAIN_MIN_IMPROVEMENT, moving_average, nanmean
-from .lr_plateau import find_plateau
+from .lr_plateau import find_plateau, flat_floor
 from .lr_valley import MIN_POINTS, eligible_slopes, start_and_minimum
+from .schedule import HELD_PEAK
+
+if TYPE_CHECKING:
+    from ..config.hyperparameters import HyperparameterSettings
 
 __all__ = [
     "geometric_lrs",
@@ -173,6 +178,10 @@ class LRRangeChoice:
     plateau_perfs: tuple[float, float] | None = None
     #: the best constant output's held-out loss, when the plateau rule judged the floor trivial by it (else None)
     plateau_constant_loss: float | None = None
+    #: the top of that floor's quiet part (:mod:`~ignite_seg.tuning.lr_plateau`; None: not judged by the constant)
+    plateau_quiet_lr: float | None = None
+    #: where the plateau range ended: "floor" (its top) or "quiet" (its quiet top); None: no plateau
+    plateau_top: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +205,12 @@ class RangeRule:
             so that a cycle between the bounds still spans a useful range.
         plateau_span_decades: when the plateau rule fires (``perf_curves`` given), the range is this many
             decades (at least ``min_span_decades``) ending at the floor's top, and never below its start.
+        plateau_top: where that range ends on a floor at the constant's loss: ``"floor"``, its top; ``"quiet"``, its
+            quiet top (:mod:`~ignite_seg.tuning.lr_plateau`), for a schedule that holds its peak.
+        flat_floor: a loss that sat on the constant's loss from the sweep's start until it diverged is the plateau
+            rule's floor (:func:`~ignite_seg.tuning.lr_plateau.flat_floor`), not :class:`LossDidNotImprove`. Not for
+            SGD (:meth:`from_settings`): its step scales with a plateau's small gradient, so such a sweep says SGD may
+            not move at any rate (bench/RESULTS.md sessions 19, 26), and the error says which optimizer to try.
     """
 
     window: int
@@ -206,6 +221,15 @@ class RangeRule:
     window_decades: float | None = None
     min_span_decades: float = 0.0
     plateau_span_decades: float = 0.5
+    plateau_top: Literal["floor", "quiet"] = "floor"
+    flat_floor: bool = True
+
+    @classmethod
+    def from_settings(cls, s: HyperparameterSettings, window: int) -> RangeRule:
+        """The settings' rule: the quiet top for a schedule that holds its peak (:data:`.schedule.HELD_PEAK`)."""
+        return cls(window=window, diverge_th=s.diverge_th, regain=s.diverge_regain, steep_frac=s.lr_steep_frac,
+                   window_decades=s.lr_window_decades, min_span_decades=s.lr_min_span_decades,
+                   plateau_top="quiet" if s.schedule in HELD_PEAK else "floor", flat_floor=s.optimizer != "sgd")
 
 
 def choose_lr_range(
@@ -267,21 +291,26 @@ def choose_lr_range(
     x = np.log10(lrs[:n_valid])
     d, x_stop, x_settled = eligible_slopes(deriv[:n_valid], x, valley, rule.window, rule.window_decades)
     k = int(np.argmin(d))
-    if improvement < rule.min_improvement or not d[k] < 0:
-        raise LossDidNotImprove(
-            f"the loss did not improve over the sweep lr {lo_lr:.3g} -> {hi_lr:.3g} (relative "
-            f"improvement {improvement:.3g} < {rule.min_improvement}). Widen the sweep (raise lr_end or lower "
-            "lr_start), sweep for longer (lr_sweep_len), or check that the model can learn the data; e.g. "
-            f"hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), lr_start={lo_lr / 10:.3g}, "
-            f"lr_end={hi_lr * 10:.3g}, lr_sweep_len=12.0)."
-        )
-    x_lo, x_hi, hit_end = _interval(d, x, k, rule, x_stop)
-    perf = None if perf_curves is None else mean_curve(_smooth_alive(perf_curves, alive, rule.window), 0.51)[:n_valid]
     cut = diverged_lr[np.isfinite(diverged_lr)]
     x_diverged = float(np.log10(cut.min())) if n_valid < lrs.size and cut.size else None
-    plateau = find_plateau(x, valley, perf, rule.window, constant_loss=constant_loss, x_diverged=x_diverged)
+    flat = None
+    if improvement < rule.min_improvement or not d[k] < 0:
+        # no fall to choose on: a loss on the constant's floor until it diverged is still the plateau rule's floor
+        flat = flat_floor(x, valley, constant_loss, x_diverged) if rule.flat_floor else None
+        if flat is None:
+            raise LossDidNotImprove(
+                f"the loss did not improve over the sweep lr {lo_lr:.3g} -> {hi_lr:.3g} (relative "
+                f"improvement {improvement:.3g} < {rule.min_improvement}). Widen the sweep (raise lr_end or lower "
+                "lr_start), sweep for longer (lr_sweep_len), or check that the model can learn the data; e.g. "
+                f"hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), lr_start={lo_lr / 10:.3g}, "
+                f"lr_end={hi_lr * 10:.3g}, lr_sweep_len=12.0)."
+            )
+    x_lo, x_hi, hit_end = (x[0], x[0], False) if flat is not None else _interval(d, x, k, rule, x_stop)
+    perf = None if perf_curves is None else mean_curve(_smooth_alive(perf_curves, alive, rule.window), 0.51)[:n_valid]
+    plateau = flat or find_plateau(x, valley, perf, rule.window, constant_loss=constant_loss, x_diverged=x_diverged)
+    x_quiet = plateau.x_quiet if plateau is not None and rule.plateau_top == "quiet" else None
     if plateau is not None:  # the floor's top, a span below it: no longer the steep fall to the trivial floor
-        x_hi, hit_end, x_stop, x_settled = plateau.x_hi, False, None, None
+        x_hi, hit_end, x_stop, x_settled = plateau.x_hi if x_quiet is None else x_quiet, False, None, None
         x_lo = max(x_hi - max(rule.plateau_span_decades, rule.min_span_decades), plateau.x_lo)
     return LRRangeChoice(
         lr_min=float(10**x_lo), lr_max=float(10**x_hi), steepest_lr=float(lrs[k]), steepest_slope=float(d[k]),
@@ -292,6 +321,8 @@ def choose_lr_range(
         plateau_lrs=None if plateau is None else (float(10**plateau.x_lo), float(10**plateau.x_hi)),
         plateau_perfs=None if plateau is None else (plateau.perf_start, plateau.perf_on),
         plateau_constant_loss=None if plateau is None else plateau.constant_loss,
+        plateau_quiet_lr=None if plateau is None or plateau.x_quiet is None else float(10**plateau.x_quiet),
+        plateau_top=None if plateau is None else "floor" if x_quiet is None else "quiet",
     )
 
 

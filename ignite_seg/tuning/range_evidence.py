@@ -93,11 +93,14 @@ def range_step(
         plateau_lr=list(choice.plateau_lrs or ()) or None,
         plateau_perf=[_or_none(p) for p in choice.plateau_perfs] if choice.plateau_perfs else None,
         constant_loss=curves.constant_loss, plateau_at_constant=choice.plateau_constant_loss is not None,
+        plateau_quiet_lr=choice.plateau_quiet_lr, range_top=choice.plateau_top,
         rule=f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
              f"within {s.lr_window_decades} decades below the last usable lr (or below where the loss settled at its floor, "
              "when it was flat there) and not past the valley floor; the top of a floor of 0.8 decades or more "
              "where the held-out perf did not improve or the loss stayed within 2% of the best constant output's "
-             "(the plateau rule), when the loss sat on one before diverging",
+             "(the plateau rule), when the loss sat on one before diverging; for a schedule that holds its peak, the "
+             "top of that floor's quiet part (the loss within 2% of the constant's); a loss that never fell, at the "
+             "constant's until it diverged, is such a floor from the sweep's start (not for SGD)",
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1
         else "not measured here (plain updates); the first sweep's estimate is the one used",

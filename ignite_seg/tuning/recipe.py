@@ -64,7 +64,7 @@ from .lr_range import (
 from .noise_scale import pooled_noise_scale
 from .range_evidence import Curves, Noise, range_step, stack, sweep_file
 from .reasons import batch_decision, noise_measured
-from .schedule import HELD_PEAK, choose_schedule, held_on_floor, schedule_lrs
+from .schedule import choose_schedule, schedule_lrs
 from .task_store import TASKS_DIR, TaskStore
 
 __all__ = ["choose_recipe", "holdout_indices", "derive_seed", "RESCAN_AGREE"]
@@ -198,15 +198,13 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
 
 
 class _FinalRange(NamedTuple):
-    """The LR range the schedule maps from, at the chosen batch size: its bounds, how it was obtained, the LR
-    where the sweep it came from first diverged (None: no repeat diverged), and whether it is the top of a floor
-    at the best constant output's loss (the plateau rule: nothing was learned within the sweep)."""
+    """The LR range the schedule maps from, at the chosen batch size: its bounds, how it was obtained, and the LR
+    where the sweep it came from first diverged (None: no repeat diverged)."""
 
     lr_min: float
     lr_max: float
     how: str
     diverged: float | None
-    trivial_floor: bool = False
 
 
 def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> _FinalRange:
@@ -234,8 +232,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> _FinalRange:
                 rescan.file.write(t.hparams / LR_NPZ)
                 lr_how = f"rescanned at batch size {batch_size}"
                 logger.info("learning rates %.4g -> %.4g (%s)", rescan.choice.lr_min, rescan.choice.lr_max, lr_how)
-                return _FinalRange(rescan.choice.lr_min, rescan.choice.lr_max, lr_how, _first_divergence(rescan.choice),
-                                   rescan.choice.plateau_constant_loss is not None)
+                return _FinalRange(rescan.choice.lr_min, rescan.choice.lr_max, lr_how, _first_divergence(rescan.choice))
             why = (f"the rescan at batch size {batch_size} put the range's top at {rescan.choice.lr_max:.3g}, more "
                    f"than {RESCAN_AGREE:g}x below the first sweep's top scaled to that batch size ({expected:.3g}): its "
                    "repeats stopped where the first sweep's still trained (noisier losses read as divergence), so the "
@@ -248,8 +245,7 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> _FinalRange:
     lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
     logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, scaled)
     diverged = _first_divergence(sweep.choice)
-    return _FinalRange(lr_min, lr_max, scaled, None if diverged is None else scale_lr(diverged, batch_size, b0),
-                       sweep.choice.plateau_constant_loss is not None)
+    return _FinalRange(lr_min, lr_max, scaled, None if diverged is None else scale_lr(diverged, batch_size, b0))
 
 
 def _first_divergence(choice: LRRangeChoice) -> float | None:
@@ -260,14 +256,10 @@ def _first_divergence(choice: LRRangeChoice) -> float | None:
 
 def _schedule(t: TuneRun, used: _FinalRange, batch_size: int) -> FixedHyperparameters:
     """The final recipe: the LR range, the batch size, the epochs and the schedule (cycles for the triangular one)."""
-    s, (lr_min, lr_max, lr_how, diverged, trivial_floor) = t.s, used
+    s, (lr_min, lr_max, lr_how, diverged) = t.s, used
     cycle_size_epochs, epochs = choose_schedule(t.n_train, train_examples=s.train_examples,
                                                 min_epochs=s.min_epochs, max_epochs=s.max_epochs, cycles=s.cycles)
     lrs = schedule_lrs(s.schedule, lr_min, lr_max, diverged, s.optimizer)  # a peak-first schedule's peak: see there
-    if trivial_floor and s.schedule in HELD_PEAK:
-        held = held_on_floor(diverged)
-        logger.warning("schedule: %s", held)
-        lr_how = f"{lr_how}; {held}"
     final = FixedHyperparameters(
         lr_start=float(lrs.lr_start), lr_end=float(lrs.lr_end), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs),
@@ -366,9 +358,7 @@ def _lr_range_test(
     # on the held-out loss (no batch-to-batch noise) or the training loss; each repeat is cut where
     # its training loss diverged either way
     held_out = s.lr_choose_on == "holdout"
-    rule = RangeRule(window=curves.window, diverge_th=s.diverge_th, regain=s.diverge_regain,
-                     steep_frac=s.lr_steep_frac, window_decades=s.lr_window_decades,
-                     min_span_decades=s.lr_min_span_decades)
+    rule = RangeRule.from_settings(s, curves.window)
     holdout_losses = curves.stacked["holdout_losses"]
     choice = choose_lr_range(curves.lrs, curves.stacked["losses"], rule, curves=holdout_losses if held_out else None,
                              valley_curves=None if held_out else holdout_losses, perf_curves=curves.stacked["perfs"],
@@ -383,7 +373,8 @@ def _lr_range_test(
     logger.info("LR range [%.4g, %.4g] (steepest at %.4g; %d of %d repeat(s) diverged%s)%s",
                 choice.lr_min, choice.lr_max, choice.steepest_lr, n_div, len(curves.ok),
                 f", first at lr {np.nanmin(stopped):.3g}" if n_div else ", none: consider a larger lr_end",
-                moved_to_plateau(choice.plateau_lrs, choice.plateau_perfs, choice.plateau_constant_loss))
+                moved_to_plateau(choice.plateau_lrs, choice.plateau_perfs, choice.plateau_constant_loss,
+                                 choice.plateau_quiet_lr if choice.plateau_top == "quiet" else None))
     keep = np.isfinite(noise.running)
     return _Sweep(choice, sweep_file(curves, choice, stopped, held_out), noise.value, curves.lrs[keep],
                   noise.running[keep])

@@ -13,7 +13,7 @@ import math
 from typing import NamedTuple
 
 __all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "ANNEALING", "BRIEF_PEAK", "HELD_PEAK",
-           "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs", "held_on_floor"]
+           "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs"]
 
 #: Schedules that reach their peak at once (after the warmup) and then hold or decay from it; the
 #: triangular one visits its top only briefly, once per cycle.
@@ -31,8 +31,9 @@ ANNEALING = DECAYING + ("one-cycle",)
 #: it trains at about a third of cosine's LR. Its peak is the range's top, like the triangular schedule's: about 2.7x
 #: the centre on a range a decade wide, where both schedules average the same log LR (bench/RESULTS.md, session 24).
 BRIEF_PEAK = ("inv-sqrt",)
-#: Peak-first schedules that hold their peak to the end (no annealing): the plateau rule's range, at the top of a
-#: trivial floor next to the divergence, does not suit them (bench/RESULTS.md, session 25: the adding problem)
+#: Peak-first schedules that hold their peak to the end (no annealing): on a floor at the best constant output's loss
+#: the plateau rule ends their range at the floor's quiet top, not at its top next to the divergence
+#: (:mod:`~ignite_seg.tuning.lr_plateau`; bench/RESULTS.md, sessions 25-26: the adding and multiplication problems)
 HELD_PEAK = tuple(name for name in PEAK_FIRST if name not in ANNEALING)
 DECAY_RATIO = 10.0
 #: An annealing schedule's peak is lifted from the range's centre towards this factor below the LR where the sweep
@@ -155,13 +156,3 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
                            at)
     return ScheduleLRs(lr_min, peak, how + "; lr_start is the range's bottom", lifted, at)
 
-
-def held_on_floor(diverged: float | None) -> str:
-    """Why a schedule that holds its peak (:data:`HELD_PEAK`) is at risk on a range the plateau rule put at the top of
-    a floor at the best constant output's loss: the tuner's WARNING and ``steps.schedule.lr_how``."""
-    where = f" ({diverged:.3g})" if diverged is not None else ""
-    return ("the range is the top of a floor at the best constant output's loss (nothing was learned within the "
-            f"sweep: the plateau rule), next to where the sweep diverged{where}, and a constant schedule holds that "
-            "peak for the whole run: on the adding problem it trained below an untuned Adam 1e-3 (bench/RESULTS.md, "
-            "session 25); a decaying schedule (schedule='cosine') leaves that edge behind, or give the learning rate "
-            "yourself")

@@ -210,6 +210,10 @@ def test_the_learning_rate_line_says_where_the_peak_sits_in_the_range_and_when_i
     assert line({**inv, "lr_end": 0.3}, peak_at="top", peak_lifted=True, diverged_lr=3.0).endswith(
         "the peak lifted above the range's top, towards a decade below where the sweep diverged (3): SGD's best "
         "peak tracks its divergence)")
+    # a schedule that reads only lr_end (constant holds it) does not print the lr_start it ignores
+    assert line({**cosine, "schedule": "constant", "lr_end": 0.03162}, peak_at="centre", peak_lifted=False) == (
+        "- **learning rate**: peak (lr_end) 0.03162 on the constant schedule: the geometric centre of the tuned range "
+        "[0.01, 0.1] (tuned: swept at batch size 16, the chosen one)")
     # an older folder (no peak_at): the range alone, as before
     assert line(cosine, peak_lifted=False).startswith(
         "- **learning rate**: peak (lr_end) 0.05, lr_start 0.005 on the cosine schedule, from the tuned range "
@@ -245,6 +249,11 @@ def test_the_lr_scene_names_the_plateau_rule_when_it_placed_the_range():
     floor = lr_scene_caption(info, LRRangeStep(lr_min=0.003, lr_max=0.05, plateau_lr=[1e-4, 0.05],
                                                plateau_perf=[0.45, 0.84], constant_loss=0.19, plateau_at_constant=True))
     assert floor.endswith("[0.003, 0.05], the top of the floor the loss sat on before diverging (the plateau rule).")
+    quiet = lr_scene_caption(info, LRRangeStep(lr_min=0.003, lr_max=0.01, plateau_lr=[1e-4, 2.0], plateau_perf=[None, None],
+                                               constant_loss=0.19, plateau_at_constant=True, plateau_quiet_lr=0.01,
+                                               range_top="quiet"))
+    assert quiet.endswith("[0.003, 0.05], the top of the quiet part of the floor the loss sat on, where it lay within 2% "
+                          "of the best constant output's (the plateau rule, for a schedule that holds its peak).")
     # the constant's loss measured on the held-out curve: the scene draws its line and the caption names it
     arrays = lr_sweep_arrays()
     measured = lr_sweep_info({**arrays, "holdout_losses": arrays["losses"], "choice_curve": np.array("holdout_losses"),
@@ -272,3 +281,26 @@ def test_the_videos_closing_card_keeps_each_decisions_headline_and_fits_its_fram
     assert lines[2:5] == ["batch size: 32", "length check: 1 full-length run(s); 23 epochs kept, learning rates / 3.162",
                           "final val perf = 1 / (1 + loss): mean 0.7846, 95% CI [0.7247, 0.8445] over 2 trials"]
     assert all(len(line) <= CARD_WIDTH for line in lines) and len(lines) <= CARD_LINES * len(decisions)
+
+
+def test_the_lr_evidence_says_where_on_a_trivial_floor_the_range_ended():
+    # the plateau rule's floor at the constant's loss: its top (a decaying schedule), or its quiet top (constant)
+    from ignite_seg.analysis.text import TunerFiles, render_markdown, summary_info
+
+    lrs = np.geomspace(1e-4, 10, 50)
+    lr = {"lrs": lrs, "losses": np.full((1, lrs.size), 0.19), "lr_range": np.array([0.003, 0.01]),
+          "diverged_lr": np.array([2.0])}
+    step = {"lr_min": 0.003, "lr_max": 0.01, "plateau_lr": [1e-4, 2.0], "plateau_perf": [None, None],
+            "constant_loss": 0.19, "plateau_at_constant": True, "plateau_quiet_lr": 0.01}
+
+    def md(**extra):
+        misc = {"steps": {"lr_range": {**step, **extra}}}
+        return render_markdown(summary_info({}, {"lr_start": 0.003, "lr_end": 0.0055, "schedule": "constant"}, None, [],
+                                            TunerFiles(misc=misc, lr=lr)))
+
+    assert ("the loss sat on a floor from lr 0.0001 to 2 before diverging at the held-out loss of the best constant "
+            "output (0.19): the network learned nothing beyond a constant output there, so the range was moved to "
+            "the top of its quiet part (lr 0.01: the held-out loss within 2% of the constant's), as the schedule "
+            "holds its peak (the plateau rule)") in " ".join(md(range_top="quiet").split())
+    assert "so the range was moved to the floor's top (the plateau rule)" in " ".join(md(range_top="floor").split())
+    assert "the top of the quiet part of the floor the loss sat on (the plateau rule, below)" in md(range_top="quiet")
