@@ -21,16 +21,13 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from bench.tq_unseen_tasks import marked_values
+
 __all__ = ["PLATEAU_TASKS"]
 
 
 def _multiply(n: int, seed: int, steps: int = 40, standardise: bool = True) -> TensorDataset:
-    g = np.random.default_rng(seed)
-    values = g.random((n, steps))
-    markers = np.zeros((n, steps))
-    for i in range(n):
-        markers[i, g.choice(steps, 2, replace=False)] = 1.0
-    x = np.stack([values, markers], axis=-1).astype(np.float32)
+    x, values, markers = marked_values(n, seed, steps)
     y = np.where(markers > 0, values, 1.0).prod(1, keepdims=True).astype(np.float32)
     return TensorDataset(torch.tensor(x), torch.tensor((y - 0.25) / 0.22 if standardise else y))  # ~unit variance
 

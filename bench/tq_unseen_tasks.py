@@ -563,13 +563,18 @@ def smooth_digits_model() -> nn.Module:
                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
-def _adding(n: int, seed: int, steps: int = 30) -> TensorDataset:
+def marked_values(n: int, seed: int, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` sequences of ``steps`` (value in [0, 1), marker) pairs, two markers each: ``(x, values, markers)``."""
     g = np.random.default_rng(seed)
     values = g.random((n, steps))
     markers = np.zeros((n, steps))
     for i in range(n):
         markers[i, g.choice(steps, 2, replace=False)] = 1.0
-    x = np.stack([values, markers], axis=-1).astype(np.float32)
+    return np.stack([values, markers], axis=-1).astype(np.float32), values, markers
+
+
+def _adding(n: int, seed: int, steps: int = 30) -> TensorDataset:
+    x, values, markers = marked_values(n, seed, steps)
     y = (values * markers).sum(1, keepdims=True).astype(np.float32)
     return TensorDataset(torch.tensor(x), torch.tensor(y))
 
