@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 import numpy as np
 
 from ..config.hyperparameters import FixedHyperparameters
+from ..engine.schedule_text import PEAK_ONLY
 from ..storage.schemas import LRSweepFile
 from ._mpl import COLORS, draw_band, draw_trials, fmt, new_figure, wide_log_axis
 from .stats import Band, mean_band
@@ -257,8 +258,9 @@ def style_schedule_axes(ax: Any, info: ScheduleInfo) -> None:
     """Log LR axis with room above the curve for the legend, epochs on x, labelled."""
     ax.set_yscale("log")
     positive = info.lrs[info.lrs > 0]  # a warmup starts at 0, off the log axis
-    lo = min(info.lr_start, info.lr_end, *(positive.min(),) if positive.size else ())
-    hi = max(info.lr_start, info.lr_end)
+    marks = (info.lr_end,) if info.schedule in PEAK_ONLY else (info.lr_start, info.lr_end)  # lr_start unread there
+    lo = min(*marks, *(positive.min(),) if positive.size else ())
+    hi = max(marks)
     ax.set_ylim(lo / 1.6, hi * 2.2)
     ax.set_xlim(0, info.n_epochs)
     ax.set_xlabel("epoch")
@@ -270,7 +272,8 @@ def plot_schedule(info: ScheduleInfo, dpi: float = 110, lr_range: tuple[float, f
     fig = new_figure(8, 3.6, dpi)
     ax = fig.subplots()
     ax.plot(info.epochs, info.lrs, color=COLORS["chosen"], lw=2, label="learning rate of every final trial")
-    ax.axhline(info.lr_start, color="grey", ls="--", lw=0.8, label=f"lr_start = {fmt(info.lr_start)}")
+    if info.schedule not in PEAK_ONLY:  # a constant or noam schedule does not read lr_start
+        ax.axhline(info.lr_start, color="grey", ls="--", lw=0.8, label=f"lr_start = {fmt(info.lr_start)}")
     ax.axhline(info.lr_end, color="grey", ls=":", lw=0.8, label=f"lr_end = {fmt(info.lr_end)}")
     style_schedule_axes(ax, info)
     ax.set_title(_schedule_title(info), fontsize=11)

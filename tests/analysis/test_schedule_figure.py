@@ -42,3 +42,17 @@ def test_plot_schedule_names_the_schedule_and_the_warmup():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_a_constant_schedules_figure_does_not_draw_the_lr_start_it_ignores():
+    import matplotlib.pyplot as plt
+
+    info = schedule_info({**RECIPE, "schedule": "constant", "lr_start": 0.001, "lr_end": 0.05})
+    fig = plot_schedule(info)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "lr_end = 0.05" in labels and not any(x.startswith("lr_start") for x in labels)
+    assert fig.axes[0].get_ylim()[0] > 0.01  # the axis is not stretched down to the unused 0.001
+    plt.close(fig)
+    cosine = plot_schedule(schedule_info({**RECIPE, "schedule": "cosine", "lr_start": 0.001, "lr_end": 0.05}))
+    assert "lr_start = 0.001" in cosine.axes[0].get_legend_handles_labels()[1]
+    plt.close(cosine)
