@@ -99,6 +99,14 @@ def temporal_order_dataset() -> tuple[TensorDataset, TensorDataset]:
     return _temporal_order(2000, 73), _temporal_order(500, 74)
 
 
+def long_order_dataset() -> tuple[TensorDataset, TensorDataset]:
+    return _temporal_order(2000, 81, steps=120), _temporal_order(500, 82, steps=120)
+
+
+def long_order_model() -> nn.Module:
+    return _LastState(nn.GRU, 8, 32, 4)
+
+
 def temporal_order_model() -> nn.Module:
     return _LastState(nn.GRU, 8, 32, 4)
 
@@ -141,5 +149,6 @@ PLATEAU_TASKS = {
            "dataset": ("bench.tq_plateau_tasks", f"{name}_dataset", (), {}),
            "loss": ("torch.nn", _LOSSES.get(name, "CrossEntropyLoss"), (), {}),
            "style": "inv-loss" if name in _LOSSES else "classification"}
-    for name in ("multiply", "multiply_raw", "distance", "temporal_order", "sparse_parity", "delayed_recall")
+    for name in ("multiply", "multiply_raw", "distance", "temporal_order", "sparse_parity", "delayed_recall",
+                 "long_order")
 }

@@ -10,7 +10,7 @@ import torch
 
 import ignite_seg
 from ignite_seg import ConfigError, ConfigTypeError
-from ignite_seg.tuning.lr_finder import edge_warnings
+from ignite_seg.tuning.range_warnings import edge_warnings
 from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range
 
 
@@ -200,6 +200,13 @@ def test_the_edge_warnings_name_each_end_with_known_curves():
     early = np.r_[np.linspace(2.0, 1.0, 12), np.geomspace(1.0, 50, 49)][None, :]
     (start,) = edge_warnings(lrs, choose_lr_range(lrs, early, rule), early, 5)
     assert "starts at the sweep's start (lr_min=0.001, lr_start=0.001)" in start and "smaller lr_start" in start
+    # on the constant's loss from the start until it diverged: the plateau rule's floor, and a warning that no fall
+    # was measured (an ordinary range has none)
+    flat = np.r_[np.full(45, 1.0), np.geomspace(1.0, 50, 16)][None, :]
+    floor = choose_lr_range(lrs, flat, rule, constant_loss=1.0)
+    (guess,) = edge_warnings(lrs, floor, flat, 5)
+    assert "never fell below the best constant output's (1)" in guess and "late learner" in guess
+    assert not any("constant" in w for w in edge_warnings(lrs, choice, falling, 5))
 
 
 def test_one_torch_thread_by_default_and_the_callers_count_restored():
@@ -220,3 +227,28 @@ def test_one_torch_thread_by_default_and_the_callers_count_restored():
         assert set(seen) == {2} and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_loss_at_the_constants_from_the_start_is_the_floor_for_adam_and_the_error_for_sgd():
+    # y = sign(x1 x2): a linear model's best fit is the constant 0, where its zeroed weights start, so no learning
+    # rate moves its loss until one diverges (a late learner's sweep with standardised targets looks the same)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1024, 2, generator=g)
+    ds = torch.utils.data.TensorDataset(x, torch.sign(x[:, :1] * x[:, 1:]))
+
+    def model():
+        m = torch.nn.Linear(2, 1)
+        torch.nn.init.zeros_(m.weight)
+        torch.nn.init.zeros_(m.bias)
+        return m
+
+    adam = model()
+    with pytest.warns(UserWarning, match="never fell below the best constant output's"):
+        res = ignite_seg.lr_range_test(adam, ds, torch.nn.MSELoss(), optimizer=torch.optim.Adam(adam.parameters()),
+                                       batch_size=32, lr_start=1e-4, lr_end=30.0, steps=200, repeats=2)
+    assert res.choice.plateau_lrs is not None and res.choice.plateau_lrs[0] == pytest.approx(1e-4)
+    assert res.lr_max == pytest.approx(res.choice.plateau_quiet_lr) and res.lr_max < np.nanmin(res.choice.diverged_lr)
+    sgd = model()
+    with pytest.raises(ignite_seg.TuningError, match="did not improve"):
+        ignite_seg.lr_range_test(sgd, ds, torch.nn.MSELoss(), batch_size=32, lr_start=1e-4, lr_end=30.0, steps=200,
+                                 repeats=2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..storage.schemas import MiscSteps, ScheduleStep
 from ._mpl import fmt
 
-__all__ = ["lr_how", "peak_in_range", "tuned_range"]
+__all__ = ["lr_how", "peak_in_range"]
 
 
 def lr_how(steps: MiscSteps) -> str | None:
@@ -48,22 +48,15 @@ def _lift(sch: ScheduleStep, diverged: float) -> str:
     return f"the peak lifted from the range's {start} towards a decade below where the sweep diverged ({at})"
 
 
-def peak_in_range(lr_range: tuple[float, float] | None, peak_at: str | None) -> str:
-    """Where the peak sits in the tuned range it was mapped from (``peak_at``: "centre", "top", or None when a lift
-    moved it or the folder is older); empty when that range is not known."""
-    if not lr_range:
+def peak_in_range(sch: ScheduleStep | None) -> str:
+    """Where the peak sits in the tuned range it was mapped from (``peak_at``: "centre" or "top"; a lifted peak or an
+    older folder: the range alone, ``lr_how`` says the lift); empty when the range is not known."""
+    if sch is None or sch.range_min is None or sch.range_max is None:
         return ""
-    rng = f"the tuned range [{fmt(lr_range[0], 4)}, {fmt(lr_range[1], 4)}]"
-    if peak_at == "centre":
+    rng = f"the tuned range [{fmt(sch.range_min, 4)}, {fmt(sch.range_max, 4)}]"
+    at = None if sch.peak_lifted else sch.peak_at
+    if at == "centre":
         return f": the geometric centre of {rng}"
-    if peak_at == "top":
+    if at == "top":
         return f": the top of {rng}, as the schedule leaves its peak at once"
     return f", from {rng}"
-
-
-def tuned_range(sch: ScheduleStep | None) -> tuple[float, float] | None:
-    """The range a peak-first schedule was mapped from, where ``misc.json`` kept it (its peak inside the range, its
-    decay possibly below it)."""
-    if sch is None or sch.range_min is None or sch.range_max is None:
-        return None
-    return sch.range_min, sch.range_max

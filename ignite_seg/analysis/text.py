@@ -17,10 +17,11 @@ from ..storage.schemas import (
     BatchSweepFile,
     LRSweepFile,
     MiscFile,
+    ScheduleStep,
 )
 from ._mpl import PERF_LABELS, fmt
 from .evidence import batch_evidence, epochs_evidence, lr_evidence
-from .lr_words import lr_how, peak_in_range, tuned_range
+from .lr_words import lr_how, peak_in_range
 from .outcomes import (
     Dead,
     Outcomes,
@@ -94,11 +95,9 @@ class SummaryInfo(NamedTuple):
     outcomes: Outcomes = Outcomes()
     #: How the tuned LR range was reached (``misc.json``'s schedule step: swept, rescanned, scaled)
     lr_how: str | None = None
-    #: The tuned range ``[lr_min, lr_max]`` a peak-first schedule was mapped from (its decay may end below it)
-    lr_range: tuple[float, float] | None = None
-    #: Where in that range the peak sits when no lift moved it (``misc.json``'s ``steps.schedule.peak_at``:
-    #: "centre" or "top"); None: lifted (``lr_how`` says so), the triangular schedule, or an older folder
-    peak_at: str | None = None
+    #: ``misc.json``'s schedule step: the tuned range a peak-first schedule was mapped from and where its peak sits
+    #: in it (:func:`~.lr_words.peak_in_range`); None in a folder without one
+    schedule_step: ScheduleStep | None = None
     #: The completed trials whose training loss ended above where it began.
     rising: tuple[Rise, ...] = ()
     #: The completed trials whose training loss ended no better than the best constant output's.
@@ -174,8 +173,7 @@ def summary_info(
         hp_kind=hp_kind, final_hp=hp, evidence=evidence, stats=stats, seconds=seconds, counts=counts,
         problems=tuple(problems), misc=misc, keys=keys, metrics=metrics, outcomes=outcomes_info(run, trials),
         lr_how=lr_how(steps),
-        lr_range=tuned_range(steps.schedule),
-        peak_at=steps.schedule.peak_at if steps.schedule is not None and not steps.schedule.peak_lifted else None,
+        schedule_step=steps.schedule,
         rising=rising_trials(throughtimes),
         dead=dead,
         peaked=peaked_trials(throughtimes, dead),
@@ -252,7 +250,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
         schedule = hp.get("schedule", "triangular")
         start = "" if schedule in PEAK_ONLY else f", lr_start {lo}"  # those schedules do not read it
         span = f"cycles between {lo} and {hi}" if schedule == "triangular" else \
-            f"peak (lr_end) {hi}{start} on the {schedule} schedule" + peak_in_range(info.lr_range, info.peak_at)
+            f"peak (lr_end) {hi}{start} on the {schedule} schedule" + peak_in_range(info.schedule_step)
         how = info.lr_how if info.hp_kind != "fixed" and info.lr_how else None
         out.append(f"- **learning rate**: {span} ({info.hp_kind}{f': {how}' if how else ''})")
     if "batch_size" in hp:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from ..engine.noise_trainer import split_input, splittable
 from ..exceptions import ConfigError, ConfigTypeError
 from .lr_range import LRRangeChoice, RangeRule, choose_lr_range, geometric_lrs
 from .noise_scale import pooled_noise_scale
+from .range_warnings import edge_warnings
 
 if TYPE_CHECKING:
     import torch
@@ -212,7 +214,7 @@ def lr_range_test(
             with restored(model, opt):  # every repeat starts from the weights the caller had
                 order = np.random.default_rng([seed, r]).choice(train_idx, size=(steps, batch_size))
                 runs.append(_sweep(model, opt, loss, lrs, _Feed(source, prepare, device, order, held)))
-    result = _result(lrs, runs, batch_size, constant)
+    result = _result(lrs, runs, batch_size, constant, adaptive=not isinstance(opt, torch.optim.SGD))
     for message in result.warnings:
         warnings.warn(message, stacklevel=2)
     return result
@@ -392,45 +394,12 @@ def _chunked_grad(model: torch.nn.Module, loss_fn: Callable[..., Any], params: l
     return float(np.mean(losses)), float(np.mean(sq_chunks)), sq_big
 
 
-def edge_warnings(lrs: np.ndarray, choice: LRRangeChoice, holdout_losses: np.ndarray, window: int) -> tuple[str, ...]:
-    """What to distrust in a range that touches an end of the sweep (within half a smoothing window).
-
-    At the start, the loss was already falling fastest at the first learning rates, so the range
-    may begin lower; at the end, no repeat diverged, so it may end higher, and the held-out loss
-    there says whether the top is usable at all.
-    """
-    edge = window // 2
-    out = []
-    if int(np.searchsorted(lrs, choice.lr_min)) <= edge:
-        out.append(
-            f"the chosen range starts at the sweep's start (lr_min={choice.lr_min:.3g}, lr_start={lrs[0]:.3g}): the "
-            "loss fell fastest from the first learning rates on, so a good range may begin lower (or the loss "
-            "behaves badly at any learning rate: check the model's output scale); rerun with a smaller lr_start."
-        )
-    if int(np.searchsorted(lrs, choice.lr_max)) >= lrs.size - 1 - edge:
-        start, top = _mean_at(holdout_losses, 0), _mean_at(holdout_losses, int(np.searchsorted(lrs, choice.lr_max)))
-        ratio = top / start if start > 0 else math.nan
-        worse = (f"; the held-out loss there was {ratio:.2g}x its start, so the top of the range trains worse "
-                 "than no training" if ratio > 1 else "")
-        out.append(
-            f"the chosen range ends at the sweep's end (lr_max={choice.lr_max:.3g}, lr_end={lrs[-1]:.3g}) with no "
-            f"divergence above it{worse}; rerun with a larger lr_end or more steps."
-        )
-    return tuple(out)
-
-
-def _mean_at(curves: np.ndarray, i: int) -> float:
-    """The mean over the repeats of column ``i`` (its last finite value per repeat when past a stop)."""
-    i = min(i, curves.shape[1] - 1)
-    values = [row[: i + 1][np.isfinite(row[: i + 1])] for row in curves]
-    finite = [v[-1] for v in values if v.size]
-    return float(np.mean(finite)) if finite else math.nan
-
-
-def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int, constant: float) -> RangeTestResult:
+def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int, constant: float, *,
+            adaptive: bool) -> RangeTestResult:
     """Choose the range on the repeats with the ``fast`` preset's rules (the plateau rule reading the best constant
-    output's loss ``constant``); measure the noise scale."""
-    s = get_preset("fast")
+    output's loss ``constant``; a loss that never fell is its floor for an ``adaptive`` optimizer, as in the tuner);
+    measure the noise scale."""
+    s = dataclasses.replace(get_preset("fast"), optimizer="adamw" if adaptive else "sgd")
     stacked = {k: np.vstack([r[k] for r in runs]) for k in runs[0]}
     window = max(1, int(round(s.lr_smooth_frac * lrs.size))) | 1
     rule = RangeRule.from_settings(s, window)

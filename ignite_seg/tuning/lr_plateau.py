@@ -43,8 +43,8 @@ held-out loss creeps up with the LR long before the divergence (the adding probl
 0.005-0.03, 10-18% above it by lr 0.1-2, diverging at 2-4), and the floor's top is where the short sweep still
 tolerates a rate, not where a whole run learns at it: a constant schedule at the top of the adding problem's floor
 (peaks 0.5-5) trained to 0.72-0.79 against an untuned Adam's 0.87, and the grid's best constant peaks were 0.006-0.04
-(0.9995); on the multiplication problem (:mod:`bench.tq_plateau_tasks`) the top's centre 0.22 trained to the
-constant's level and the grid's best lay at 0.003-0.03. A decaying schedule leaves the top behind and trains well from
+(0.9995); on the multiplication problem with raw targets (:mod:`bench.tq_plateau_tasks`) the top's centre 0.22
+trained to the constant's level and the grid's best lay at 0.003-0.03. A decaying schedule leaves the top behind and trains well from
 there (AdamW cosine on the adding problem: 0.997-0.9995). So :attr:`Plateau.x_quiet` is the last LR above the floor's
 lowest point where the loss is still within :data:`CONSTANT_TOL` of the constant's (or of its minimum, if higher), and
 :class:`~ignite_seg.tuning.lr_range.RangeRule`'s ``plateau_top="quiet"`` ends the range there for the schedules of
@@ -158,7 +158,8 @@ def flat_floor(x: np.ndarray, loss: np.ndarray, constant_loss: float | None,
     mean falls 1-2% onto the floor): it starts at the sweep's first LR and ends where the loss, past its lowest point,
     first rises more than :data:`CONSTANT_TOL` of the constant's above it (its quiet top, ``x_quiet`` too), below the
     first divergence; at least :data:`PLATEAU_DECADES` wide. Its lowest loss must be at the constant's
-    (:func:`~ignite_seg.engine.constant_output.at_constant`). A sweep that never diverged is not one (its floor may go on: widen the sweep).
+    (:func:`~ignite_seg.engine.constant_output.at_constant`). A sweep that never diverged is not one (its floor may go
+    on: widen the sweep).
 
     Example:
         >>> x = np.linspace(-4, 1, 251)
