@@ -11,6 +11,8 @@ the 34; these are the classic long-plateau problems, written for session 26 befo
   class is their order (XX, XY, YX, YY); a GRU, cross-entropy (the constant's loss: log 4).
 - ``sparse_parity``: 24 inputs of +-1, the class is the parity of 3 of them; a 2-layer MLP, cross-entropy. Networks
   sit at chance for long before they find the 3 bits (Barak et al. 2022).
+- ``long_order``: ``temporal_order`` over 120 steps, added after the first six to look for a cross-entropy floor (it
+  learns within the sweep).
 - ``delayed_recall``: a symbol out of 8 given at the first of 25 steps, noise after it; the class is that symbol; a
   GRU, cross-entropy (the gradient must cross the whole sequence).
 """
