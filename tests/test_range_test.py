@@ -10,8 +10,8 @@ import torch
 
 import ignite_seg
 from ignite_seg import ConfigError, ConfigTypeError
-from ignite_seg.tuning.range_warnings import edge_warnings
 from ignite_seg.tuning.lr_range import RangeRule, choose_lr_range
+from ignite_seg.tuning.range_warnings import edge_warnings
 
 
 def _regression(n: int = 1024, d: int = 4):
