@@ -387,3 +387,13 @@ def test_a_schedule_that_holds_its_peak_gets_the_quiet_top_rule_and_no_warning(c
         recipe._schedule(t, recipe._FinalRange(0.77, 2.45, "swept at batch size 8", 0.97), 8)
         assert recorded["schedule"].lr_how == "swept at batch size 8"
         assert not any(r.levelname == "WARNING" for r in caplog.records)
+        # on a range that ends at a trivial floor's quiet top, a held peak is that top; the others are unmoved
+        step = recorded["schedule"]
+        recipe._schedule(t, recipe._FinalRange(0.77, 2.45, "swept at batch size 8", 0.97, True), 8)
+        quiet = recorded["schedule"]
+        if schedule == "constant":
+            assert (quiet.lr_end, quiet.peak_at) == (2.45, "quiet top") and step.lr_end == pytest.approx(
+                (0.77 * 2.45) ** 0.5)
+            assert "the peak (lr_end) is that top" in quiet.mapping
+        else:
+            assert (quiet.lr_end, quiet.peak_at) == (step.lr_end, step.peak_at)

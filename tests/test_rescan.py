@@ -18,11 +18,11 @@ from ignite_seg.tuning import recipe
 from ignite_seg.tuning.recipe import RESCAN_AGREE, _final_lr_range, _start
 
 
-def _sweep(lr_min: float, lr_max: float, batch_size: int, diverged=(np.nan,)) -> SimpleNamespace:
-    """A sweep's choice."""
+def _sweep(lr_min: float, lr_max: float, batch_size: int, diverged=(np.nan,), top=None) -> SimpleNamespace:
+    """A sweep's choice; ``top``: where a plateau range ended ("quiet": a trivial floor's quiet top)."""
     written: list[str] = []
     file = SimpleNamespace(write=lambda path: written.append(path.name))
-    choice = SimpleNamespace(lr_min=lr_min, lr_max=lr_max, diverged_lr=np.array(diverged, dtype=float))
+    choice = SimpleNamespace(lr_min=lr_min, lr_max=lr_max, diverged_lr=np.array(diverged, dtype=float), plateau_top=top)
     return SimpleNamespace(choice=choice, file=file, written=written, batch_size=batch_size)
 
 
@@ -33,11 +33,11 @@ def tune(tmp_path, monkeypatch):
     t = _start(SimpleNamespace(task_threads=1), RunFolder(tmp_path), get_preset("fast"), specs, "classification", 96, 0,
                "cpu")
 
-    def rescan_at(lr_min, lr_max, diverged=(np.nan,)):
+    def rescan_at(lr_min, lr_max, diverged=(np.nan,), top=None):
         def fake(t, batch_size, stage, longer_after=None):
             t.misc.record(lr_rescan=LRRangeStep(batch_size=batch_size, lr_min=lr_min, lr_max=lr_max))
             return rescan
-        rescan = _sweep(lr_min, lr_max, 8, diverged)
+        rescan = _sweep(lr_min, lr_max, 8, diverged, top)
         monkeypatch.setattr(recipe, "_lr_range_test", fake)
         return rescan
 
@@ -47,9 +47,10 @@ def tune(tmp_path, monkeypatch):
 
 def test_a_rescan_that_agrees_with_the_scaled_first_sweep_is_used(tune):
     first = _sweep(0.04, 0.13, 16, diverged=(0.9, 0.7))  # scaled to batch 8 (linear below the sweep's batch): 0.02 -> 0.065
-    rescan = tune.rescan_at(0.01, 0.03, diverged=(0.5, np.nan, 0.3))  # 2x below: within a decade
-    lo, hi, how, diverged = _final_lr_range(tune.t, first, 8)
+    rescan = tune.rescan_at(0.01, 0.03, diverged=(0.5, np.nan, 0.3), top="quiet")  # 2x below: within a decade
+    lo, hi, how, diverged, quiet = _final_lr_range(tune.t, first, 8)
     assert (lo, hi) == (0.01, 0.03) and how == "rescanned at batch size 8"
+    assert quiet  # the rescan's range, which ended at a trivial floor's quiet top
     assert diverged == 0.3  # where the rescan's first repeat diverged
     assert rescan.written == [LR_NPZ] and first.written == [LR_INITIAL_NPZ]
     steps = tune.misc().steps
@@ -60,8 +61,9 @@ def test_a_rescan_a_decade_below_the_scaled_first_sweep_is_not_used_and_says_why
     # shapes, seed 1 (bench/RESULTS.md session 14): first sweep 0.041 -> 0.129 at batch 16, the rescan at batch 8
     # stopped as diverged at 0.023-0.044 and chose 0.0019 -> 0.0059, 11x below the first's top scaled (0.065)
     first = _sweep(0.0409, 0.1292, 16)
-    rescan = tune.rescan_at(0.00187, 0.00591)
-    lo, hi, how, diverged = _final_lr_range(tune.t, first, 8)
+    rescan = tune.rescan_at(0.00187, 0.00591, top="quiet")
+    lo, hi, how, diverged, quiet = _final_lr_range(tune.t, first, 8)
+    assert not quiet  # the first sweep's range is used, and it was an ordinary one
     assert (lo, hi) == pytest.approx((0.0409 / 2, 0.1292 / 2))  # the first range, scaled
     assert diverged is None  # no repeat of the first sweep diverged
     assert "the rescan was not used" in how and f"more than {RESCAN_AGREE:g}x below" in how
@@ -81,7 +83,7 @@ def test_the_rule_is_one_sided_a_higher_rescan_is_the_recipe_checks_to_judge(tun
 def test_the_first_sweeps_divergence_is_scaled_with_its_range(tune):
     first = _sweep(0.04, 0.13, 16, diverged=(1.2, 0.8, np.nan, 1.0))
     tune.rescan_at(0.001, 0.003)  # 20x below the scaled first top: not used
-    lo, hi, _, diverged = _final_lr_range(tune.t, first, 8)
+    lo, hi, _, diverged, _ = _final_lr_range(tune.t, first, 8)
     assert (lo, hi, diverged) == pytest.approx((0.02, 0.065, 0.4))  # all three scaled linearly to batch 8
 
 

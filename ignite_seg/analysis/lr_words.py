@@ -49,8 +49,8 @@ def _lift(sch: ScheduleStep, diverged: float) -> str:
 
 
 def peak_in_range(sch: ScheduleStep | None) -> str:
-    """Where the peak sits in the tuned range it was mapped from (``peak_at``: "centre" or "top"; a lifted peak or an
-    older folder: the range alone, ``lr_how`` says the lift); empty when the range is not known."""
+    """Where the peak sits in the tuned range it was mapped from (``peak_at``: "centre", "top" or "quiet top"; a lifted
+    peak or an older folder: the range alone, ``lr_how`` says the lift); empty when the range is not known."""
     if sch is None or sch.range_min is None or sch.range_max is None:
         return ""
     rng = f"the tuned range [{fmt(sch.range_min, 4)}, {fmt(sch.range_max, 4)}]"
@@ -59,4 +59,7 @@ def peak_in_range(sch: ScheduleStep | None) -> str:
         return f": the geometric centre of {rng}"
     if at == "top":
         return f": the top of {rng}, as the schedule leaves its peak at once"
+    if at == "quiet top":
+        return (f": the top of {rng}, a trivial floor's quiet top (the held-out loss within 2% of the best constant "
+                "output's), which the schedule holds")
     return f", from {rng}"

@@ -166,8 +166,9 @@ class ScheduleStep(JsonSection):
     #: towards a decade below it
     diverged_lr: float | None = optional()
     peak_lifted: bool | None = optional()
-    #: where in the tuned range the peak was put before any lift: "centre" (its geometric centre) or "top" (a
-    #: schedule that leaves its peak at once, inverse-sqrt); None for the triangular schedule and in older folders
+    #: where in the tuned range the peak was put before any lift: "centre" (its geometric centre), "top" (a
+    #: schedule that leaves its peak at once, inverse-sqrt) or "quiet top" (a held peak on a trivial floor's quiet
+    #: top, session 26); None for the triangular schedule and in older folders
     peak_at: str | None = optional()
 
 

@@ -198,13 +198,15 @@ def _choose_batch_size(t: TuneRun, sweep: _Sweep) -> int:
 
 
 class _FinalRange(NamedTuple):
-    """The LR range the schedule maps from, at the chosen batch size: its bounds, how it was obtained, and the LR
-    where the sweep it came from first diverged (None: no repeat diverged)."""
+    """The LR range the schedule maps from, at the chosen batch size: its bounds, how it was obtained, the LR where
+    the sweep it came from first diverged (None: no repeat diverged), and whether it ends at a trivial floor's quiet
+    top (:mod:`.lr_plateau`)."""
 
     lr_min: float
     lr_max: float
     how: str
     diverged: float | None
+    quiet_top: bool = False
 
 
 def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> _FinalRange:
@@ -232,7 +234,8 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> _FinalRange:
                 rescan.file.write(t.hparams / LR_NPZ)
                 lr_how = f"rescanned at batch size {batch_size}"
                 logger.info("learning rates %.4g -> %.4g (%s)", rescan.choice.lr_min, rescan.choice.lr_max, lr_how)
-                return _FinalRange(rescan.choice.lr_min, rescan.choice.lr_max, lr_how, _first_divergence(rescan.choice))
+                return _FinalRange(rescan.choice.lr_min, rescan.choice.lr_max, lr_how, _first_divergence(rescan.choice),
+                                   rescan.choice.plateau_top == "quiet")
             why = (f"the rescan at batch size {batch_size} put the range's top at {rescan.choice.lr_max:.3g}, more "
                    f"than {RESCAN_AGREE:g}x below the first sweep's top scaled to that batch size ({expected:.3g}): its "
                    "repeats stopped where the first sweep's still trained (noisier losses read as divergence), so the "
@@ -245,7 +248,8 @@ def _final_lr_range(t: TuneRun, sweep: _Sweep, batch_size: int) -> _FinalRange:
     lr_min, lr_max = scale_lr(sweep.choice.lr_min, batch_size, b0), scale_lr(sweep.choice.lr_max, batch_size, b0)
     logger.info("learning rates %.4g -> %.4g (%s)", lr_min, lr_max, scaled)
     diverged = _first_divergence(sweep.choice)
-    return _FinalRange(lr_min, lr_max, scaled, None if diverged is None else scale_lr(diverged, batch_size, b0))
+    return _FinalRange(lr_min, lr_max, scaled, None if diverged is None else scale_lr(diverged, batch_size, b0),
+                       sweep.choice.plateau_top == "quiet")
 
 
 def _first_divergence(choice: LRRangeChoice) -> float | None:
@@ -256,10 +260,10 @@ def _first_divergence(choice: LRRangeChoice) -> float | None:
 
 def _schedule(t: TuneRun, used: _FinalRange, batch_size: int) -> FixedHyperparameters:
     """The final recipe: the LR range, the batch size, the epochs and the schedule (cycles for the triangular one)."""
-    s, (lr_min, lr_max, lr_how, diverged) = t.s, used
+    s, (lr_min, lr_max, lr_how, diverged, quiet_top) = t.s, used
     cycle_size_epochs, epochs = choose_schedule(t.n_train, train_examples=s.train_examples,
                                                 min_epochs=s.min_epochs, max_epochs=s.max_epochs, cycles=s.cycles)
-    lrs = schedule_lrs(s.schedule, lr_min, lr_max, diverged, s.optimizer)  # a peak-first schedule's peak: see there
+    lrs = schedule_lrs(s.schedule, lr_min, lr_max, diverged, s.optimizer, quiet_top=quiet_top)  # a peak-first schedule's peak: see there
     final = FixedHyperparameters(
         lr_start=float(lrs.lr_start), lr_end=float(lrs.lr_end), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs),

@@ -214,6 +214,11 @@ def test_the_learning_rate_line_says_where_the_peak_sits_in_the_range_and_when_i
     assert line({**cosine, "schedule": "constant", "lr_end": 0.03162}, peak_at="centre", peak_lifted=False) == (
         "- **learning rate**: peak (lr_end) 0.03162 on the constant schedule: the geometric centre of the tuned range "
         "[0.01, 0.1] (tuned: swept at batch size 16, the chosen one)")
+    # a held peak at a trivial floor's quiet top
+    assert line({**cosine, "schedule": "constant", "lr_end": 0.1}, peak_at="quiet top", peak_lifted=False) == (
+        "- **learning rate**: peak (lr_end) 0.1 on the constant schedule: the top of the tuned range [0.01, 0.1], a "
+        "trivial floor's quiet top (the held-out loss within 2% of the best constant output's), which the schedule "
+        "holds (tuned: swept at batch size 16, the chosen one)")
     # an older folder (no peak_at): the range alone, as before
     assert line(cosine, peak_lifted=False).startswith(
         "- **learning rate**: peak (lr_end) 0.05, lr_start 0.005 on the cosine schedule, from the tuned range "
