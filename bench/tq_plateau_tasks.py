@@ -13,6 +13,7 @@ the 34; these are the classic long-plateau problems, written for session 26 befo
   sit at chance for long before they find the 3 bits (Barak et al. 2022).
 - ``long_order``: ``temporal_order`` over 120 steps, added after the first six to look for a cross-entropy floor (it
   learns within the sweep).
+- ``parity4``: the parity of 4 of 32 bits, a wider MLP (added with ``long_order``, for the same reason).
 - ``delayed_recall``: a symbol out of 8 given at the first of 25 steps, noise after it; the class is that symbol; a
   GRU, cross-entropy (the gradient must cross the whole sequence).
 """
@@ -124,6 +125,21 @@ def sparse_parity_dataset() -> tuple[TensorDataset, TensorDataset]:
     return _sparse_parity(3000, 75), _sparse_parity(500, 76)
 
 
+def _parity4(n: int, seed: int, bits: int = 32) -> TensorDataset:
+    g = np.random.default_rng(seed)
+    x = g.choice([-1.0, 1.0], (n, bits)).astype(np.float32)
+    y = (x[:, [3, 10, 17, 28]].prod(1) > 0).astype(np.int64)
+    return TensorDataset(torch.tensor(x), torch.tensor(y))
+
+
+def parity4_dataset() -> tuple[TensorDataset, TensorDataset]:
+    return _parity4(4000, 83), _parity4(500, 84)
+
+
+def parity4_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2))
+
+
 def sparse_parity_model() -> nn.Module:
     return nn.Sequential(nn.Linear(24, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 2))
 
@@ -152,5 +168,5 @@ PLATEAU_TASKS = {
            "loss": ("torch.nn", _LOSSES.get(name, "CrossEntropyLoss"), (), {}),
            "style": "inv-loss" if name in _LOSSES else "classification"}
     for name in ("multiply", "multiply_raw", "distance", "temporal_order", "sparse_parity", "delayed_recall",
-                 "long_order")
+                 "long_order", "parity4")
 }
