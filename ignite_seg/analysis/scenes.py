@@ -71,7 +71,8 @@ def lr_scene_caption(lr: LRSweepInfo, used: LRRangeStep | None) -> str:
     range test whose range was used, from ``misc.json``; None in a folder without it)."""
     lo, hi = lr.lr_range
     where = ("where the smoothed loss falls fastest" if used is None or not used.plateau_lr
-             else "the top of the floor the loss sat on before diverging (the plateau rule)" if used.range_top != "quiet"
+             else "the top of the floor the loss sat on before diverging (the plateau rule)"
+             if used.range_top != "quiet"
              else "the top of the quiet part of the floor the loss sat on, where it lay within 2% of the best constant "
                   "output's (the plateau rule, for a schedule that holds its peak)")
     constant = (f" Grey dashed: the held-out loss of the best constant output ({fmt(lr.constant_loss)})."

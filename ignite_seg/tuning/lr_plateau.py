@@ -44,11 +44,13 @@ held-out loss creeps up with the LR long before the divergence (the adding probl
 tolerates a rate, not where a whole run learns at it: a constant schedule at the top of the adding problem's floor
 (peaks 0.5-5) trained to 0.72-0.79 against an untuned Adam's 0.87, and the grid's best constant peaks were 0.006-0.04
 (0.9995); on the multiplication problem with raw targets (:mod:`bench.tq_plateau_tasks`) the top's centre 0.22
-trained to the constant's level and the grid's best lay at 0.003-0.03. A decaying schedule leaves the top behind and trains well from
-there (AdamW cosine on the adding problem: 0.997-0.9995). So :attr:`Plateau.x_quiet` is the last LR above the floor's
-lowest point where the loss is still within :data:`CONSTANT_TOL` of the constant's (or of its minimum, if higher), and
-:class:`~ignite_seg.tuning.lr_range.RangeRule`'s ``plateau_top="quiet"`` ends the range there for the schedules of
-:data:`~ignite_seg.tuning.schedule.HELD_PEAK`.
+trained to the constant's level and the grid's best lay at 0.003-0.03. A decaying schedule leaves the top behind and
+trains well from there (AdamW cosine on the adding problem: 0.997-0.9995). So :attr:`Plateau.x_quiet` is the last LR
+above the floor's lowest point where the loss is still within :data:`CONSTANT_TOL` of the constant's (or of its
+minimum, if higher), and :class:`~ignite_seg.tuning.lr_range.RangeRule`'s ``plateau_top="quiet"`` ends the range there
+for the schedules of :data:`~ignite_seg.tuning.schedule.HELD_PEAK`, whose peak is then that top
+(:func:`~ignite_seg.tuning.schedule.schedule_lrs`). A sweep whose loss never fell, on the constant's loss from its
+start until it diverged, is such a floor too (:func:`flat_floor`).
 """
 from __future__ import annotations
 

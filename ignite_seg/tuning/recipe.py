@@ -263,7 +263,8 @@ def _schedule(t: TuneRun, used: _FinalRange, batch_size: int) -> FixedHyperparam
     s, (lr_min, lr_max, lr_how, diverged, quiet_top) = t.s, used
     cycle_size_epochs, epochs = choose_schedule(t.n_train, train_examples=s.train_examples,
                                                 min_epochs=s.min_epochs, max_epochs=s.max_epochs, cycles=s.cycles)
-    lrs = schedule_lrs(s.schedule, lr_min, lr_max, diverged, s.optimizer, quiet_top=quiet_top)  # a peak-first schedule's peak: see there
+    # a peak-first schedule's peak: see there
+    lrs = schedule_lrs(s.schedule, lr_min, lr_max, diverged, s.optimizer, quiet_top=quiet_top)
     final = FixedHyperparameters(
         lr_start=float(lrs.lr_start), lr_end=float(lrs.lr_end), batch_size=int(batch_size),
         cycle_size_epochs=float(cycle_size_epochs), epochs=int(epochs),
