@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..engine.constant_output import CONSTANT_TOL
 from ..storage.schemas import (
     BS_NPZ,
     LR_NPZ,
@@ -70,7 +71,7 @@ def lr_evidence(lr: LRSweepFile | None, hp_kind: str, steps: MiscSteps) -> tuple
                   f"while the held-out perf did not improve ({fmt(p0)} at the start, {fmt(p_on)} on the floor)")
         quiet = used.plateau_quiet_lr if used is not None and used.range_top == "quiet" else None
         top = ("the floor's top" if quiet is None else f"the top of its quiet part (lr {fmt(quiet)}: the held-out loss "
-               "within 2% of the constant's), as the schedule holds its peak")
+               f"within {CONSTANT_TOL:.0%} of the constant's), as the schedule holds its peak")
         out.append(f"the loss sat on a floor from lr {fmt(lo)} to {fmt(hi)} before diverging {while_}: the network "
                    f"learned nothing beyond a constant output there, so the range was moved to {top} (the plateau "
                    "rule)")

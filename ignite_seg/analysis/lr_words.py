@@ -6,6 +6,7 @@ once), where a lift took it, and the back-offs of the recipe and length checks, 
 """
 from __future__ import annotations
 
+from ..engine.constant_output import CONSTANT_TOL
 from ..storage.schemas import MiscSteps, ScheduleStep
 from ._mpl import fmt
 
@@ -60,6 +61,6 @@ def peak_in_range(sch: ScheduleStep | None) -> str:
     if at == "top":
         return f": the top of {rng}, as the schedule leaves its peak at once"
     if at == "quiet top":
-        return (f": the top of {rng}, a trivial floor's quiet top (the held-out loss within 2% of the best constant "
-                "output's), which the schedule holds")
+        return (f": the top of {rng}, a trivial floor's quiet top (the held-out loss within {CONSTANT_TOL:.0%} of the "
+                "best constant output's), which the schedule holds")
     return f", from {rng}"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, cast
 
 import numpy as np
 
+from ..engine.constant_output import CONSTANT_TOL
 from ..storage.schemas import LRRangeStep, MiscFile
 from . import extract
 from ._mpl import COLORS, fmt
@@ -73,8 +74,9 @@ def lr_scene_caption(lr: LRSweepInfo, used: LRRangeStep | None) -> str:
     where = ("where the smoothed loss falls fastest" if used is None or not used.plateau_lr
              else "the top of the floor the loss sat on before diverging (the plateau rule)"
              if used.range_top != "quiet"
-             else "the top of the quiet part of the floor the loss sat on, where it lay within 2% of the best constant "
-                  "output's (the plateau rule, for a schedule that holds its peak)")
+             else "the top of the quiet part of the floor the loss sat on, where it lay within "
+                  f"{CONSTANT_TOL:.0%} of the best constant output's (the plateau rule, for a schedule that holds its "
+                  "peak)")
     constant = (f" Grey dashed: the held-out loss of the best constant output ({fmt(lr.constant_loss)})."
                 if lr.constant_loss is not None else "")
     return (f"LR range test: the LR grows geometrically from {fmt(lr.lrs[0])} to {fmt(lr.lrs[-1])} "

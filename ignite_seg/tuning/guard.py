@@ -155,8 +155,8 @@ def fallback_attempt(gains: Sequence[float], margin: float = GUARD_MARGIN) -> in
 
     On a loss that sat at the best constant output's from the sweep's start (a late learner: the multiplication
     problem's LSTM with standardised targets, bench/RESULTS.md session 26), no 200-step run falls and the gains are
-    noise (+0.03% to -0.1%); the largest of them picked the fourth back-off (lr / 32) and a trial that never left the
-    floor, where the first attempt that held (lr / 3.2) lies next to the grid's best peak.
+    noise (+0.03% to -0.1%); the largest of them picked the fourth attempt (lr / 32), whose trials ended at 0.53
+    and 0.71, where the first attempt that held (lr / 3.2) lies next to the grid's best peak (0.995).
 
     Example:
         >>> fallback_attempt([-0.025, -0.0008, -0.001, 0.0003, -0.0003])  # the first rose 2.5%: the second held

@@ -399,10 +399,10 @@ def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int,
     """Choose the range on the repeats with the ``fast`` preset's rules (the plateau rule reading the best constant
     output's loss ``constant``; a loss that never fell is its floor for an ``adaptive`` optimizer, as in the tuner);
     measure the noise scale."""
-    s = dataclasses.replace(get_preset("fast"), optimizer="adamw" if adaptive else "sgd")
+    s = get_preset("fast")
     stacked = {k: np.vstack([r[k] for r in runs]) for k in runs[0]}
     window = max(1, int(round(s.lr_smooth_frac * lrs.size))) | 1
-    rule = RangeRule.from_settings(s, window)
+    rule = dataclasses.replace(RangeRule.from_settings(s, window), flat_floor=adaptive)
     choice = choose_lr_range(lrs, stacked["losses"], rule, valley_curves=stacked["holdout_losses"],
                              constant_loss=constant)
     b_small = batch_size / CHUNKS
@@ -411,5 +411,6 @@ def _result(lrs: np.ndarray, runs: list[dict[str, np.ndarray]], batch_size: int,
     return RangeTestResult(
         lrs=lrs, losses=stacked["losses"], holdout_losses=stacked["holdout_losses"], lr_min=choice.lr_min,
         lr_max=choice.lr_max, steepest_lr=choice.steepest_lr, noise_scale=noise, batch_size=batch_size,
-        choice=choice, warnings=edge_warnings(lrs, choice, stacked["holdout_losses"], window), constant_loss=constant,
+        choice=choice, warnings=edge_warnings(lrs, choice, stacked["holdout_losses"], window, rule.min_improvement),
+        constant_loss=constant,
     )

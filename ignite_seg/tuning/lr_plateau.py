@@ -40,7 +40,7 @@ within the sweep" does not hold): it then ends at the first repeat's divergence.
 
 **A schedule that holds its peak ends the range lower, at the floor's quiet top** (session 26). On such a floor the
 held-out loss creeps up with the LR long before the divergence (the adding problem: 2% above the constant's loss by lr
-0.005-0.03, 10-18% above it by lr 0.1-2, diverging at 2-4), and the floor's top is where the short sweep still
+0.005-0.03, 10-19% above it by lr 0.1-2, diverging at 2-4), and the floor's top is where the short sweep still
 tolerates a rate, not where a whole run learns at it: a constant schedule at the top of the adding problem's floor
 (peaks 0.5-5) trained to 0.72-0.79 against an untuned Adam's 0.87, and the grid's best constant peaks were 0.006-0.04
 (0.9995); on the multiplication problem with raw targets (:mod:`bench.tq_plateau_tasks`) the top's centre 0.22
@@ -86,10 +86,10 @@ class Plateau(NamedTuple):
     x_quiet: float | None = None
 
 
-def _quiet_top(loss: np.ndarray, start: int, hi: int, constant_loss: float, lowest: float) -> int:
-    """The last index from ``start`` up to ``hi`` before ``loss`` first rises more than :data:`CONSTANT_TOL` of the
-    constant's loss above that loss, or above the floor's ``lowest`` loss where that lies higher."""
-    level = max(constant_loss, lowest) + CONSTANT_TOL * abs(constant_loss)
+def _quiet_top(loss: np.ndarray, start: int, hi: int, constant_loss: float) -> int:
+    """The last index from ``start`` (the floor's lowest point) up to ``hi`` before ``loss`` first rises more than
+    :data:`CONSTANT_TOL` of the constant's loss above that loss, or above ``loss[start]`` where that lies higher."""
+    level = max(constant_loss, float(loss[start])) + CONSTANT_TOL * abs(constant_loss)
     top = start
     while top < hi and loss[top + 1] <= level:
         top += 1
@@ -136,7 +136,7 @@ def find_plateau(x: np.ndarray, loss: np.ndarray, perf: np.ndarray | None, windo
     if perf is not None and np.isfinite(perf[lo : hi + 1]).all():
         perf_start, perf_on = float(np.mean(perf[: max(1, window)])), float(np.mean(perf[lo : hi + 1]))
     if trivial and constant_loss is not None:
-        quiet = min(float(x[_quiet_top(loss, k_min, hi, constant_loss, float(loss[k_min]))]), x_hi)
+        quiet = min(float(x[_quiet_top(loss, k_min, hi, constant_loss)]), x_hi)
         return Plateau(float(x[lo]), x_hi, perf_start, perf_on, float(constant_loss), quiet)
     if not (math.isfinite(perf_start) and math.isfinite(perf_on)):
         return None
@@ -176,7 +176,7 @@ def flat_floor(x: np.ndarray, loss: np.ndarray, constant_loss: float | None,
     k_min = int(np.argmin(loss))
     if not at_constant(float(loss[k_min]), constant_loss):
         return None  # it fell below the constant's loss: it learned something, not this floor
-    x_hi = min(float(x[_quiet_top(loss, k_min, loss.size - 1, constant_loss, float(loss[k_min]))]), x_diverged)
+    x_hi = min(float(x[_quiet_top(loss, k_min, loss.size - 1, constant_loss)]), x_diverged)
     if x_hi - float(x[0]) < PLATEAU_DECADES:
         return None
     return Plateau(float(x[0]), x_hi, math.nan, math.nan, float(constant_loss), x_hi)

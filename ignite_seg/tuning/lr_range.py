@@ -305,11 +305,12 @@ def choose_lr_range(
                 f"hyperparameters=dataclasses.replace(ignite_seg.get_preset('fast'), lr_start={lo_lr / 10:.3g}, "
                 f"lr_end={hi_lr * 10:.3g}, lr_sweep_len=12.0)."
             )
-    x_lo, x_hi, hit_end = (x[0], x[0], False) if flat is not None else _interval(d, x, k, rule, x_stop)
     perf = None if perf_curves is None else mean_curve(_smooth_alive(perf_curves, alive, rule.window), 0.51)[:n_valid]
     plateau = flat or find_plateau(x, valley, perf, rule.window, constant_loss=constant_loss, x_diverged=x_diverged)
     x_quiet = plateau.x_quiet if plateau is not None and rule.plateau_top == "quiet" else None
-    if plateau is not None:  # the floor's top, a span below it: no longer the steep fall to the trivial floor
+    if plateau is None:
+        x_lo, x_hi, hit_end = _interval(d, x, k, rule, x_stop)
+    else:  # the floor's top, a span below it: no longer the steep fall to the trivial floor
         x_hi, hit_end, x_stop, x_settled = plateau.x_hi if x_quiet is None else x_quiet, False, None, None
         x_lo = max(x_hi - max(rule.plateau_span_decades, rule.min_span_decades), plateau.x_lo)
     return LRRangeChoice(

@@ -11,6 +11,7 @@ from typing import Iterable, Literal, NamedTuple
 import numpy as np
 
 from ..config.hyperparameters import HyperparameterSettings
+from ..engine.constant_output import CONSTANT_TOL
 from ..engine.sweeps import LRSweepResult, LRSweepTask
 from ..storage.schemas import LRRangeStep, LRSweepFile
 from .lr_range import LRRangeChoice, log_lr_derivative, mean_curve, smooth_curves
@@ -97,9 +98,10 @@ def range_step(
         rule=f"slope against log10 lr within {s.lr_steep_frac} of the steepest, largest loss drop, "
              f"within {s.lr_window_decades} decades below the last usable lr (or below where the loss settled at its floor, "
              "when it was flat there) and not past the valley floor; the top of a floor of 0.8 decades or more "
-             "where the held-out perf did not improve or the loss stayed within 2% of the best constant output's "
-             "(the plateau rule), when the loss sat on one before diverging; for a schedule that holds its peak, the "
-             "top of that floor's quiet part (the loss within 2% of the constant's); a loss that never fell, at the "
+             f"where the held-out perf did not improve or the loss stayed within {CONSTANT_TOL:.0%} of the best "
+             "constant output's (the plateau rule), when the loss sat on one before diverging; for a schedule that "
+             f"holds its peak, the top of that floor's quiet part (the loss within {CONSTANT_TOL:.0%} of the "
+             "constant's); a loss that never fell, at the "
              "constant's until it diverged, is such a floor from the sweep's start (not for SGD)",
         noise_scale=noise.value,
         noise_scale_rule="median over every repeat's running EMA estimate before divergence" if noise.chunks > 1

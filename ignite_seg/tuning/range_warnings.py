@@ -12,15 +12,16 @@ from .lr_range import LRRangeChoice, RangeRule
 __all__ = ["edge_warnings"]
 
 
-def edge_warnings(lrs: np.ndarray, choice: LRRangeChoice, holdout_losses: np.ndarray, window: int) -> tuple[str, ...]:
+def edge_warnings(lrs: np.ndarray, choice: LRRangeChoice, holdout_losses: np.ndarray, window: int,
+                  min_improvement: float = RangeRule.min_improvement) -> tuple[str, ...]:
     """What to distrust in a range that touches an end of the sweep (within half a smoothing window), or that no
     fall of the loss measured.
 
     At the start, the loss was already falling fastest at the first learning rates, so the range
     may begin lower; at the end, no repeat diverged, so it may end higher, and the held-out loss
     there says whether the top is usable at all. A loss that sat on the best constant output's from the sweep's
-    start until it diverged gives the plateau rule's floor (:func:`~ignite_seg.tuning.lr_plateau.flat_floor`):
-    nothing in the sweep says the model learns there.
+    start until it diverged (it improved less than the rule's ``min_improvement``) gives the plateau rule's floor
+    (:func:`~ignite_seg.tuning.lr_plateau.flat_floor`): nothing in the sweep says the model learns there.
     """
     edge = window // 2
     out = []
@@ -39,7 +40,7 @@ def edge_warnings(lrs: np.ndarray, choice: LRRangeChoice, holdout_losses: np.nda
             f"the chosen range ends at the sweep's end (lr_max={choice.lr_max:.3g}, lr_end={lrs[-1]:.3g}) with no "
             f"divergence above it{worse}; rerun with a larger lr_end or more steps."
         )
-    if choice.plateau_constant_loss is not None and choice.improvement < RangeRule.min_improvement:
+    if choice.plateau_constant_loss is not None and choice.improvement < min_improvement:
         out.append(
             f"the loss never fell below the best constant output's ({choice.plateau_constant_loss:.3g}) before it "
             f"diverged: the range is the top of that floor's quiet part (the plateau rule), a guess for a late "

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from ..engine.constant_output import CONSTANT_TOL
+
 __all__ = ["choose_schedule", "ScheduleLRs", "PEAK_FIRST", "DECAYING", "ANNEALING", "BRIEF_PEAK", "HELD_PEAK",
            "DECAY_RATIO", "DIVERGE_MARGIN", "schedule_lrs"]
 
@@ -136,7 +138,8 @@ def schedule_lrs(schedule: str, lr_min: float, lr_max: float, diverged_lr: float
     if quiet_top and schedule in HELD_PEAK:
         peak, at = lr_max, "quiet top"
         how = (f"{schedule}: it holds its peak, and the range ends at a trivial floor's quiet top (the held-out loss "
-               "within 2% of the best constant output's), itself a cautious bound, so the peak (lr_end) is that top")
+               f"within {CONSTANT_TOL:.0%} of the best constant output's), itself a cautious bound, so the peak "
+               "(lr_end) is that top")
     elif schedule in BRIEF_PEAK:
         peak, at = lr_max, "top"
         how = (f"{schedule}: its peak comes first but it leaves it at once (below half the peak after 3% of the steps, "
