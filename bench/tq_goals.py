@@ -182,6 +182,7 @@ def main() -> None:
     from bench.tq_plateau_tasks import PLATEAU_TASKS
     from bench.tq_robust import ROBUST_TASKS
     from bench.tq_unseen_tasks import UNSEEN_TASKS
+    from bench.tq_user_tasks import USER_TASKS
     from bench.tune_quality import TASKS, _epochs, _facts, _run_trials, _specs, seconds_of, worker_cpu_seconds
     from ignite_seg import FixedHyperparameters
     from ignite_seg.api import WORKER_PRELOAD
@@ -192,6 +193,7 @@ def main() -> None:
     TASKS.update(ROBUST_TASKS)
     TASKS.update(UNSEEN_TASKS)
     TASKS.update(PLATEAU_TASKS)
+    TASKS.update(USER_TASKS)
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", required=True)
     ap.add_argument("--recipe", default="sgd", choices=sorted(RECIPES))
