@@ -8,11 +8,29 @@ import math
 
 import numpy as np
 
-__all__ = ["moving_average", "smooth_epochs", "deepest_dip", "nanmean", "DivergenceMonitor", "REGAIN_MIN_IMPROVEMENT"]
+__all__ = ["moving_average", "smooth_epochs", "deepest_dip", "nanmean", "DivergenceMonitor", "REGAIN_MIN_IMPROVEMENT",
+           "above_ratio"]
 
 #: The regain rule of :func:`divergence_index` applies once the loss improved by this fraction:
 #: before that, what it "gives back" is mostly batch-to-batch noise.
 REGAIN_MIN_IMPROVEMENT = 0.3
+
+
+def above_ratio(values: np.ndarray | float, best: np.ndarray | float, factor: float) -> np.ndarray:
+    """The ratio rule of a divergence: ``values`` above ``factor`` times the minimum so far, ``best``, where that
+    minimum is above zero.
+
+    A ratio measures a rise from a floor at zero. A loss that goes below zero (a Poisson or Gaussian negative
+    log-likelihood) has no such floor: ``factor`` times a negative minimum lies *below* it, so every later value read
+    as diverged and a sweep ended where its loss crossed zero (fastai's finder had the same flaw, its issue #962).
+    Below zero the regain rule (the rise against the improvement made) and a non-finite loss end a sweep.
+
+    Example:
+        >>> above_ratio(np.array([0.5, 2.5, -0.1]), np.array([0.5, 1.0, -0.2]), 2.0).tolist()
+        [False, True, False]
+    """
+    best = np.asarray(best, dtype=np.float64)
+    return (best > 0) & (np.asarray(values, dtype=np.float64) > factor * best)
 
 
 def moving_average(y: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
@@ -101,7 +119,8 @@ class DivergenceMonitor:
     :func:`ignite_seg.tuning.lr_range.divergence_index`).
 
     ``update(loss)`` returns ``True`` once the EMA (weight ``smooth_f`` on the newest loss,
-    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen, or gives back more than
+    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen (where that is above zero:
+    :func:`above_ratio`), or gives back more than
     ``regain`` of its improvement, on ``patience + 1`` consecutive updates (default patience:
     ``ceil(1 / smooth_f) - 1``, the EMA's memory), or the loss is not finite (at once). The first
     ``ceil(1 / smooth_f)`` losses only warm the EMA up.
@@ -150,7 +169,7 @@ class DivergenceMonitor:
             self.first = self.value
         self.best = min(self.best, self.value)
         gained = self.first - self.best
-        over = self.value > self.diverge_th * self.best or (
+        over = bool(above_ratio(self.value, self.best, self.diverge_th)) or (
             self.regain is not None
             and gained >= self.min_improvement * abs(self.first)
             and self.value - self.best > self.regain * gained

@@ -154,6 +154,24 @@ def test_divergence_index_and_monitor_agree_on_a_clean_rise():
     assert DivergenceMonitor(2.0, 0.5).update(float("nan"))
 
 
+def test_a_loss_below_zero_is_not_read_as_diverged():
+    """A Poisson or Gaussian negative log-likelihood goes below zero: twice a negative minimum lies below it, so the
+    ratio rule read every later point as diverged (the sweep ended where the loss crossed zero). Below zero only the
+    regain rule and a non-finite loss end a sweep, and they still do."""
+    falling = np.array([1.0, 0.4, -0.2, -1.0, -2.5, -3.0, -3.1])
+    assert divergence_index(falling, 2.0, regain=0.8) is None
+    m = DivergenceMonitor(2.0, smooth_f=1.0, regain=0.8)
+    assert not any(m.update(v) for v in falling)
+    # rising back by more than 0.8 of the 4.1 it gained (to above 0.18), then blowing up
+    back = np.concatenate([falling, [-2.0, 0.5, 40.0]])
+    assert divergence_index(back, 2.0, regain=0.8) == 8
+    m = DivergenceMonitor(2.0, smooth_f=1.0, regain=0.8)
+    assert [m.update(v) for v in back].index(True) == 8
+    assert divergence_index(np.array([-1.0, -2.0, np.inf]), 2.0) == 2
+    # a loss above zero keeps the ratio rule
+    assert divergence_index(np.array([1.0, 0.5, 0.9, 1.1]), 2.0) == 3
+
+
 def test_regain_rule_catches_a_saturating_loss_that_never_doubles():
     # cross-entropy of 10 classes: 2.3 at start, best 1.5, back to 2.3 when the net dies (< 2 x 1.5)
     y = np.array([2.3, 2.1, 1.8, 1.5, 1.6, 1.8, 2.0, 2.3, 2.3])

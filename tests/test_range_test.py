@@ -45,6 +45,24 @@ def test_the_chosen_range_lies_below_the_divergence_bound_and_ends_where_the_los
     assert buf.getvalue()[:4] == b"\x89PNG"
 
 
+def test_a_poisson_loss_that_goes_below_zero_is_swept_to_its_divergence():
+    """Poisson counts of rate ~e^2 under ``PoissonNLLLoss`` (``exp(x) - y x``): the loss's minimum is about -13.
+    The ratio test ("the loss above 4x its minimum") read the first negative held-out loss as a divergence, so each
+    repeat ended where the loss crossed zero (lr ~0.0025, the loss -0.09) and the range ended there too."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1024, 4, generator=g)
+    y = torch.poisson(torch.exp(2.0 + 0.5 * x @ torch.tensor([[1.0], [-0.5], [0.3], [0.0]])), generator=g)
+    torch.manual_seed(0)
+    res = ignite_seg.lr_range_test(torch.nn.Linear(4, 1), torch.utils.data.TensorDataset(x, y),
+                                   torch.nn.PoissonNLLLoss(), batch_size=64, lr_start=1e-4, lr_end=10.0, repeats=2,
+                                   seed=0)
+    for held in res.holdout_losses:
+        crossed = res.lrs[np.flatnonzero(held < 0)[0]]
+        assert res.lrs[np.isfinite(held)].max() > 30 * crossed  # swept on, a decade and a half past zero
+        assert np.nanmin(held) < -10
+    assert res.lr_max > 3 * crossed and res.lr_min > crossed
+
+
 def test_a_floor_at_the_best_constant_outputs_loss_moves_the_range_to_its_top(monkeypatch):
     """Targets the inputs cannot predict (every input zero): the held-out loss falls to the targets' variance, the
     best constant output's MSE (measured: a known answer), and lies there until the bias diverges at lr 1. As in

@@ -1,6 +1,8 @@
 """Perf metrics with known answers: per-token accuracy with padding, multi-label on logits and probabilities."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from ignite.metrics import Metric
@@ -156,3 +158,15 @@ def test_the_perf_grain_is_one_counted_token_one_label_or_nothing_for_a_loss():
     regression = Scorer(torch.nn.MSELoss(), "inv-loss")
     regression.measure(torch.nn.Identity(), [(torch.zeros(4, 1), torch.ones(4, 1))])
     assert regression.perf_grain() == 0.0
+
+
+def test_inv_loss_perf_of_a_loss_below_zero_stays_ordered_and_bounded():
+    from ignite_seg.engine.scoring import inv_loss_perf
+
+    losses = [50.0, 1.0, 0.0, -0.5, -0.999, -1.0, -20.0]
+    perfs = [inv_loss_perf(v) for v in losses]
+    assert perfs == sorted(perfs) and all(0 < p < 2 for p in perfs)  # 1 / (1 + loss): inf at -1, -0.05 at -20
+    assert inv_loss_perf(0.0) == 1.0 and inv_loss_perf(1.0) == 0.5 and inv_loss_perf(-1.0) == 1.5
+    m = perf_metric("inv-loss", torch.nn.PoissonNLLLoss())
+    m.update((torch.full((4, 1), 3.0), torch.full((4, 1), 9.0)))  # exp(3) - 27 = -6.91
+    assert m.compute() == pytest.approx(2.0 - 1.0 / (1.0 + 27.0 - math.exp(3.0)))

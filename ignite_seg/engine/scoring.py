@@ -7,7 +7,8 @@
   (padding) are not counted. Per token / per pixel outputs are counted token by token.
 * ``multiclass``: multi-hot targets; each output is thresholded at 0 when it is a logit and at 0.5
   when it is a probability (see :func:`multiclass_threshold`), averaged over labels per sample.
-* ``inv-loss``: ``1 / (1 + loss)``.
+* ``inv-loss``: ``1 / (1 + loss)``; for a loss below zero (a likelihood's) its mirror image, ``2 - 1 / (1 - loss)``
+  (:func:`inv_loss_perf`).
 
 Custom metrics are any ignite ``Metric`` fed ``(y_pred, y)``; :class:`Scorer` measures them beside
 ``loss`` and ``perf``.
@@ -30,6 +31,7 @@ __all__ = [
     "MultiLabelAccuracy",
     "multiclass_threshold",
     "perf_metric",
+    "inv_loss_perf",
     "SumLoss",
     "Scorer",
 ]
@@ -204,6 +206,20 @@ def multiclass_threshold(loss_fn: Any) -> float | None:
     return None
 
 
+def inv_loss_perf(loss: float) -> float:
+    """``inv-loss``'s perf of a loss: ``1 / (1 + loss)`` for a loss of zero or more, and below zero (a Poisson or
+    Gaussian negative log-likelihood goes there) its mirror image about ``(0, 1)``, ``2 - 1 / (1 - loss)``.
+
+    Decreasing in the loss everywhere, 1 at zero, between 1 and 2 below it; ``1 / (1 + loss)`` alone grows without
+    bound towards a loss of -1 and turns negative past it, so a better model read as a worse one.
+
+    Example:
+        >>> [inv_loss_perf(v) for v in (3.0, 0.0, -1.0, -3.0)]
+        [0.25, 1.0, 1.5, 1.75]
+    """
+    return 1.0 / (1.0 + loss) if loss >= 0 else 2.0 - 1.0 / (1.0 - loss)
+
+
 def perf_metric(style: str, loss_fn: Any, loss: Metric | None = None, class_dim: int = 1) -> Metric:
     """The ``perf`` metric of ``style`` for this loss (``inv-loss`` derives it from ``loss``); ``class_dim``:
     the outputs' class dimension for ``classification``."""
@@ -213,7 +229,7 @@ def perf_metric(style: str, loss_fn: Any, loss: Metric | None = None, class_dim:
         return MultiLabelAccuracy(threshold=multiclass_threshold(loss_fn))
     if style == "inv-loss":
         base = loss if loss is not None else SumLoss(loss_fn)
-        return MetricsLambda(lambda v: 1.0 / (1.0 + v), base)
+        return MetricsLambda(inv_loss_perf, base)
     raise ValueError(f"unknown accuracy_style {style!r}; expected one of {ACCURACY_STYLES}")
 
 

@@ -31,6 +31,7 @@ from ..engine.batching import BatchSource, Data, PrepareBatch, default_prepare_b
 from ..engine.constant_output import constant_output_loss
 from ..engine.noise_trainer import split_input, splittable
 from ..exceptions import ConfigError, ConfigTypeError
+from ..smoothing import above_ratio
 from .lr_range import LRRangeChoice, RangeRule, choose_lr_range, geometric_lrs
 from .noise_scale import pooled_noise_scale
 from .range_warnings import edge_warnings
@@ -46,7 +47,7 @@ CHUNKS = 4
 #: The noise is measured on every NOISE_EVERY-th step, from the first (the ``fast`` preset's
 #: ``noise_every``); the steps between are plain updates, a third of the cost on a small model.
 NOISE_EVERY = get_preset("fast").noise_every
-#: A repeat stops once its held-out loss exceeds this many times its minimum (or is not finite).
+#: A repeat stops once its held-out loss exceeds this many times its minimum (above zero; or is not finite).
 STOP_FACTOR = 4.0
 
 
@@ -343,7 +344,7 @@ def _sweep(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable
         held_loss = _held_out_loss(model, loss_fn, feed.held)
         out["holdout_losses"][i] = held_loss
         best = min(best, held_loss)
-        if not math.isfinite(held_loss) or held_loss > STOP_FACTOR * best:
+        if not math.isfinite(held_loss) or above_ratio(held_loss, best, STOP_FACTOR):
             break
     return out
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ..exceptions import TuningError
-from ..smoothing import REGAIN_MIN_IMPROVEMENT, moving_average, nanmean
+from ..smoothing import REGAIN_MIN_IMPROVEMENT, above_ratio, moving_average, nanmean
 from .lr_plateau import find_plateau, flat_floor
 from .lr_valley import MIN_POINTS, eligible_slopes, start_and_minimum
 from .schedule import HELD_PEAK
@@ -70,8 +70,8 @@ def divergence_index(smoothed: np.ndarray, diverge_th: float, regain: float | No
                      min_improvement: float = REGAIN_MIN_IMPROVEMENT, warmup: int = 0) -> int | None:
     """First index where the curve diverges, or is not finite; ``None`` when it never does.
 
-    Diverging means exceeding ``diverge_th`` times the running minimum or, with ``regain``, giving
-    back more than that fraction of the improvement made so far (once the improvement is at least
+    Diverging means exceeding ``diverge_th`` times the running minimum (above zero: :func:`above_ratio`) or, with
+    ``regain``, giving back more than that fraction of the improvement made so far (once the improvement is at least
     ``min_improvement`` of the first value). The second rule catches losses that saturate: a
     cross-entropy that fell from 2.3 to 1.5 and climbs back to 2.3 never reaches twice its minimum.
     Both rules start after ``warmup`` points (where a centred smoothing window is still partial,
@@ -88,7 +88,7 @@ def divergence_index(smoothed: np.ndarray, diverge_th: float, regain: float | No
     w = min(max(int(warmup), 0), y.size - 1)
     tail, tail_bad = y[w:], bad[w:]
     running_min = np.minimum.accumulate(np.where(tail_bad, np.inf, tail))
-    hit = tail_bad | (tail > diverge_th * running_min)
+    hit = tail_bad | above_ratio(tail, running_min, diverge_th)
     if regain is not None and np.isfinite(tail[0]):
         gained = tail[0] - running_min
         hit |= (gained >= min_improvement * abs(tail[0])) & (tail - running_min > regain * gained)
