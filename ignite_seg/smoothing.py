@@ -18,7 +18,7 @@ REGAIN_MIN_IMPROVEMENT = 0.3
 
 def above_ratio(values: np.ndarray | float, best: np.ndarray | float, factor: float) -> np.ndarray:
     """The ratio rule of a divergence: ``values`` above ``factor`` times the minimum so far, ``best``, where that
-    minimum is above zero.
+    minimum is not below zero.
 
     A ratio measures a rise from a floor at zero. A loss that goes below zero (a Poisson or Gaussian negative
     log-likelihood) has no such floor: ``factor`` times a negative minimum lies *below* it, so every later value read
@@ -30,7 +30,7 @@ def above_ratio(values: np.ndarray | float, best: np.ndarray | float, factor: fl
         [False, True, False]
     """
     best = np.asarray(best, dtype=np.float64)
-    return (best > 0) & (np.asarray(values, dtype=np.float64) > factor * best)
+    return (best >= 0) & (np.asarray(values, dtype=np.float64) > factor * best)
 
 
 def moving_average(y: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
@@ -119,7 +119,7 @@ class DivergenceMonitor:
     :func:`ignite_seg.tuning.lr_range.divergence_index`).
 
     ``update(loss)`` returns ``True`` once the EMA (weight ``smooth_f`` on the newest loss,
-    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen (where that is above zero:
+    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen (where that is not below zero:
     :func:`above_ratio`), or gives back more than
     ``regain`` of its improvement, on ``patience + 1`` consecutive updates (default patience:
     ``ceil(1 / smooth_f) - 1``, the EMA's memory), or the loss is not finite (at once). The first

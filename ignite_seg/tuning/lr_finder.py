@@ -47,7 +47,7 @@ CHUNKS = 4
 #: The noise is measured on every NOISE_EVERY-th step, from the first (the ``fast`` preset's
 #: ``noise_every``); the steps between are plain updates, a third of the cost on a small model.
 NOISE_EVERY = get_preset("fast").noise_every
-#: A repeat stops once its held-out loss exceeds this many times its minimum (above zero; or is not finite).
+#: A repeat stops once its held-out loss exceeds this many times its minimum (not below zero; or is not finite).
 STOP_FACTOR = 4.0
 
 

@@ -70,7 +70,7 @@ def divergence_index(smoothed: np.ndarray, diverge_th: float, regain: float | No
                      min_improvement: float = REGAIN_MIN_IMPROVEMENT, warmup: int = 0) -> int | None:
     """First index where the curve diverges, or is not finite; ``None`` when it never does.
 
-    Diverging means exceeding ``diverge_th`` times the running minimum (above zero: :func:`above_ratio`) or, with
+    Diverging means exceeding ``diverge_th`` times the running minimum (not below zero: :func:`above_ratio`) or, with
     ``regain``, giving back more than that fraction of the improvement made so far (once the improvement is at least
     ``min_improvement`` of the first value). The second rule catches losses that saturate: a
     cross-entropy that fell from 2.3 to 1.5 and climbs back to 2.3 never reaches twice its minimum.
