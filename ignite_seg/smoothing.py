@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 __all__ = ["moving_average", "smooth_epochs", "deepest_dip", "nanmean", "DivergenceMonitor", "REGAIN_MIN_IMPROVEMENT",
-           "above_ratio"]
+           "above_ratio", "divergence_index"]
 
 #: The regain rule of :func:`divergence_index` applies once the loss improved by this fraction:
 #: before that, what it "gives back" is mostly batch-to-batch noise.
@@ -114,13 +114,48 @@ def nanmean(a: np.ndarray, axis: int = 0, min_count: int = 1) -> np.ndarray:
         return np.where(count >= max(1, min_count), total / np.maximum(count, 1), np.nan)
 
 
+def divergence_index(smoothed: np.ndarray, diverge_th: float, regain: float | None = None,
+                     min_improvement: float = REGAIN_MIN_IMPROVEMENT, warmup: int = 0,
+                     zero_floor: bool = True) -> int | None:
+    """First index where the curve diverges, or is not finite; ``None`` when it never does.
+
+    Diverging means exceeding ``diverge_th`` times the running minimum (:func:`above_ratio`) or, with ``regain``,
+    giving back more than that fraction of the improvement made so far (once the improvement is at least
+    ``min_improvement`` of the first value). The second rule catches losses that saturate: a
+    cross-entropy that fell from 2.3 to 1.5 and climbs back to 2.3 never reaches twice its minimum.
+    Both rules start after ``warmup`` points (where a centred smoothing window is still partial,
+    one lucky batch would set the minimum); a non-finite value counts anywhere.
+
+    ``zero_floor=False`` (the loss is known to go below zero: a raw value was negative) leaves the ratio rule out
+    altogether: while such a loss nears zero from above its minimum is tiny, and a little noise reads as twice it
+    (a Poisson NLL's smoothed training loss was cut at 0.1 on its way from 1.0 to -0.2).
+
+    Example:
+        >>> divergence_index(np.array([2.3, 1.5, 1.6, 2.0, 2.3]), 2.0, regain=0.5)
+        3
+    """
+    y = np.asarray(smoothed, dtype=np.float64)
+    if y.size == 0:
+        return None
+    bad = ~np.isfinite(y)
+    w = min(max(int(warmup), 0), y.size - 1)
+    tail, tail_bad = y[w:], bad[w:]
+    running_min = np.minimum.accumulate(np.where(tail_bad, np.inf, tail))
+    hit = tail_bad | (above_ratio(tail, running_min, diverge_th) & zero_floor)
+    if regain is not None and np.isfinite(tail[0]):
+        gained = tail[0] - running_min
+        hit |= (gained >= min_improvement * abs(tail[0])) & (tail - running_min > regain * gained)
+    hits = np.concatenate([np.flatnonzero(bad[:w]), w + np.flatnonzero(hit)])
+    return int(hits[0]) if hits.size else None
+
+
 class DivergenceMonitor:
     """Online divergence test for a running sweep, on an EMA of the loss (the online twin of
-    :func:`ignite_seg.tuning.lr_range.divergence_index`).
+    :func:`divergence_index`).
 
     ``update(loss)`` returns ``True`` once the EMA (weight ``smooth_f`` on the newest loss,
-    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen (where that is not below zero:
-    :func:`above_ratio`), or gives back more than
+    bias-corrected) exceeds ``diverge_th`` times the smallest EMA seen (:func:`above_ratio`; no longer once a loss
+    below zero arrived: :func:`divergence_index`'s ``zero_floor``), or gives back more than
     ``regain`` of its improvement, on ``patience + 1`` consecutive updates (default patience:
     ``ceil(1 / smooth_f) - 1``, the EMA's memory), or the loss is not finite (at once). The first
     ``ceil(1 / smooth_f)`` losses only warm the EMA up.
@@ -155,10 +190,12 @@ class DivergenceMonitor:
         self.first = math.nan
         self.best = math.inf
         self.value = math.nan
+        self.zero_floor = True  # until a loss below zero arrives
 
     def update(self, loss: float) -> bool:
         if not math.isfinite(loss):
             return True
+        self.zero_floor = self.zero_floor and loss >= 0
         self._ema = (1 - self.smooth_f) * self._ema + self.smooth_f * loss
         self._weight = (1 - self.smooth_f) * self._weight + self.smooth_f
         self.value = self._ema / self._weight
@@ -169,7 +206,7 @@ class DivergenceMonitor:
             self.first = self.value
         self.best = min(self.best, self.value)
         gained = self.first - self.best
-        over = bool(above_ratio(self.value, self.best, self.diverge_th)) or (
+        over = (self.zero_floor and bool(above_ratio(self.value, self.best, self.diverge_th))) or (
             self.regain is not None
             and gained >= self.min_improvement * abs(self.first)
             and self.value - self.best > self.regain * gained

@@ -170,6 +170,27 @@ def test_a_loss_below_zero_is_not_read_as_diverged():
     assert divergence_index(np.array([-1.0, -2.0, np.inf]), 2.0) == 2
     # a loss above zero keeps the ratio rule
     assert divergence_index(np.array([1.0, 0.5, 0.9, 1.1]), 2.0) == 3
+    # on its way down through zero the minimum is tiny and a little noise is twice it: a loss known to go below
+    # zero (zero_floor=False) is left to the regain rule; the monitor learns it from the first negative loss
+    nearing = np.array([1.0, 0.4, 0.05, 0.12, 0.02, -0.3, -0.5])
+    assert divergence_index(nearing, 2.0, regain=0.8) == 3
+    assert divergence_index(nearing, 2.0, regain=0.8, zero_floor=False) is None
+    m = DivergenceMonitor(2.0, smooth_f=1.0, regain=0.8)
+    assert not any(m.update(v) for v in (1.0, -0.1, 0.4, 0.05, 0.12, 0.02, -0.3)) and not m.zero_floor
+
+
+def test_a_sweep_whose_loss_goes_below_zero_is_cut_by_the_regain_rule_alone():
+    """Training curves shaped as a Poisson NLL's were in a sweep (session 27): a fall from 1 to 0.1, a decade lingering
+    there, a second fall to -0.3, a blow-up from lr 2; batch noise 0.15. Where a repeat lingered just above zero
+    the ratio rule read its noise as twice the minimum and cut it at lr 0.011; with a loss known to go below zero,
+    every repeat runs to its blow-up."""
+    lrs = geometric_lrs(1e-4, 10.0, 400)
+    x = np.log10(lrs)
+    base = (0.1 + 0.9 / (1 + np.exp((x + 3.0) / 0.2)) - 0.4 / (1 + np.exp(-(x + 1.5) / 0.2))
+            + np.where(x > 0.3, 50.0 * (x - 0.3), 0.0))
+    losses = base[None, :] + np.random.default_rng(0).normal(0, 0.15, (3, lrs.size))
+    choice = choose_lr_range(lrs, losses, RangeRule(window=21))
+    assert np.all((choice.diverged_lr > 1.5) & (choice.diverged_lr < 2.5)), choice.diverged_lr
 
 
 def test_regain_rule_catches_a_saturating_loss_that_never_doubles():

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ..exceptions import TuningError
-from ..smoothing import REGAIN_MIN_IMPROVEMENT, above_ratio, moving_average, nanmean
+from ..smoothing import divergence_index, moving_average, nanmean
 from .lr_plateau import find_plateau, flat_floor
 from .lr_valley import MIN_POINTS, eligible_slopes, start_and_minimum
 from .schedule import HELD_PEAK
@@ -64,36 +64,6 @@ def smooth_curves(curves: np.ndarray, window: int) -> np.ndarray:
     out = moving_average(curves, window, axis=-1)
     out[~np.isfinite(curves)] = np.nan
     return out
-
-
-def divergence_index(smoothed: np.ndarray, diverge_th: float, regain: float | None = None,
-                     min_improvement: float = REGAIN_MIN_IMPROVEMENT, warmup: int = 0) -> int | None:
-    """First index where the curve diverges, or is not finite; ``None`` when it never does.
-
-    Diverging means exceeding ``diverge_th`` times the running minimum (not below zero: :func:`above_ratio`) or, with
-    ``regain``, giving back more than that fraction of the improvement made so far (once the improvement is at least
-    ``min_improvement`` of the first value). The second rule catches losses that saturate: a
-    cross-entropy that fell from 2.3 to 1.5 and climbs back to 2.3 never reaches twice its minimum.
-    Both rules start after ``warmup`` points (where a centred smoothing window is still partial,
-    one lucky batch would set the minimum); a non-finite value counts anywhere.
-
-    Example:
-        >>> divergence_index(np.array([2.3, 1.5, 1.6, 2.0, 2.3]), 2.0, regain=0.5)
-        3
-    """
-    y = np.asarray(smoothed, dtype=np.float64)
-    if y.size == 0:
-        return None
-    bad = ~np.isfinite(y)
-    w = min(max(int(warmup), 0), y.size - 1)
-    tail, tail_bad = y[w:], bad[w:]
-    running_min = np.minimum.accumulate(np.where(tail_bad, np.inf, tail))
-    hit = tail_bad | above_ratio(tail, running_min, diverge_th)
-    if regain is not None and np.isfinite(tail[0]):
-        gained = tail[0] - running_min
-        hit |= (gained >= min_improvement * abs(tail[0])) & (tail - running_min > regain * gained)
-    hits = np.concatenate([np.flatnonzero(bad[:w]), w + np.flatnonzero(hit)])
-    return int(hits[0]) if hits.size else None
 
 
 def log_lr_derivative(y: np.ndarray, lrs: np.ndarray, window: int = 3) -> np.ndarray:
@@ -374,10 +344,12 @@ def _cut_at_divergence(lrs: np.ndarray, losses: np.ndarray, curves: np.ndarray |
     if curves is not None:
         losses = np.where(np.isfinite(curves), losses, np.nan)  # a non-finite held-out loss cuts too
     train_smoothed = smooth_curves(losses, rule.window)  # the divergence is judged on the training loss
+    zero_floor = not bool((losses < 0).any())  # a loss below zero anywhere: no floor for the ratio rule
     diverged_lr = np.full(losses.shape[0], np.nan)
     alive = np.ones(losses.shape, dtype=bool)
     for r in range(losses.shape[0]):
-        stop = divergence_index(train_smoothed[r], rule.diverge_th, rule.regain, warmup=rule.window // 2)
+        stop = divergence_index(train_smoothed[r], rule.diverge_th, rule.regain, warmup=rule.window // 2,
+                                zero_floor=zero_floor)
         raw_stop = _finite_prefix(losses[r])
         if raw_stop < losses.shape[1]:
             stop = raw_stop if stop is None else min(stop, raw_stop)

@@ -54,7 +54,7 @@ def start_and_minimum(y: np.ndarray, window: int) -> tuple[float, int]:
 
     The minimum is looked for past the first half-window, where a centred average is still partial
     and a few lucky batches at the sweep's start would pass for the loss minimum (as in
-    :func:`~ignite_seg.tuning.lr_range.divergence_index`).
+    :func:`~ignite_seg.smoothing.divergence_index`).
     """
     warm = min(window // 2, y.size - MIN_POINTS)
     return float(y[: max(1, window)].mean()), warm + int(np.argmin(y[warm:]))
