@@ -61,6 +61,9 @@ class ThroughTimeInfo(NamedTuple):
     #: The best constant output's loss on the trials' training subsets (their ``result.json``
     #: ``constant_loss_train``, the median; None: not recorded): a training curve on it learned nothing.
     constant_train: float | None = None
+    #: Where the loss and the perf bands are valid (:func:`.space_of` over every split's curves).
+    loss_space: Space = "log"
+    perf_space: Space = "unit"
 
     @property
     def counts(self) -> np.ndarray:
@@ -96,11 +99,19 @@ def trial_stops(epochs: np.ndarray, trial_ids: np.ndarray, *sets: CurveSet) -> t
     return tuple(out)
 
 
-def curve_set(tt: Mapping[str, np.ndarray], key: str) -> CurveSet:
-    """The ``(T, S)`` curves of ``key`` and their mean ± 95% band, valid in the key's space (:func:`.space_of`)."""
+def curve_set(tt: Mapping[str, np.ndarray], key: str, space: Space | None = None) -> CurveSet:
+    """The ``(T, S)`` curves of ``key`` and their mean ± 95% band, valid in ``space`` (default: the key's,
+    :func:`.space_of`)."""
     ids, epochs = np.asarray(tt["trial_ids"]), np.asarray(tt["epochs"])
     y = np.asarray(tt[key], dtype=np.float64).reshape(ids.size, epochs.size)
-    return CurveSet(y, mean_band(y, space_of(key)))
+    return CurveSet(y, mean_band(y, space or space_of(key, y)))
+
+
+def _kind_space(tt: Mapping[str, np.ndarray], kind: str) -> Space:
+    """One space for every split's curves of ``kind`` (``losses`` or ``perfs``), so a panel's bands and its legend
+    agree: linear for all where any of them leaves the kind's own space (:func:`.space_of`)."""
+    values = [np.asarray(v, dtype=np.float64).ravel() for k, v in tt.items() if k.startswith(f"{kind}_")]
+    return space_of(kind, np.concatenate(values) if values else None)
 
 
 def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classification",
@@ -119,12 +130,15 @@ def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classi
     if epochs.size == 0 or ids.size == 0:
         return None
     keys = keys or ResultKeys()
-    more = tuple(SetCurves(keys.label(s), curve_set(tt, f"losses_{s}"), curve_set(tt, f"perfs_{s}"))
+    loss_space, perf_space = _kind_space(tt, "losses"), _kind_space(tt, "perfs")
+    losses = functools.partial(curve_set, tt, space=loss_space)
+    perfs = functools.partial(curve_set, tt, space=perf_space)
+    more = tuple(SetCurves(keys.label(s), losses(f"losses_{s}"), perfs(f"perfs_{s}"))
                  for s in keys.val_splits[1:] if f"losses_{s}" in tt and f"perfs_{s}" in tt)
-    cs = functools.partial(curve_set, tt)
-    return ThroughTimeInfo(epochs, ids, cs("losses_train"), cs("losses_val"), cs("perfs_train"), cs("perfs_val"),
+    return ThroughTimeInfo(epochs, ids, losses("losses_train"), losses("losses_val"), perfs("perfs_train"),
+                           perfs("perfs_val"),
                            PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more, best, stops,
-                           constant_train)
+                           constant_train, loss_space, perf_space)
 
 
 def _upto(cset: CurveSet, upto: int | None) -> CurveSet:
@@ -190,7 +204,7 @@ def draw_throughtime_panel(ax: Axes, info: ThroughTimeInfo, which: str, upto: in
     n = info.trial_ids.size
     nt = count_text(info.counts[:upto])
     pair = (info.loss_train, info.loss_val) if which == "loss" else (info.perf_train, info.perf_val)
-    space = space_of("losses" if which == "loss" else "perfs")
+    space = info.loss_space if which == "loss" else info.perf_space
     for split, name, cset in zip(("train", "val"), ("train", info.val_label), pair):
         draw_trials(ax, x, cset.trials[:, :upto], COLORS[split], f"{name}: each trial (N={nt})")
         # below 3 trials the t-interval of the mean (t = 12.7 for N = 2) hides the data: show min-max
@@ -264,8 +278,8 @@ def final_info(results: Mapping[str, np.ndarray], key: str = "final_perf_val", l
         return None
     values = np.asarray(results[key], dtype=np.float64)
     mode = mode or ("min" if "loss" in key else "max")
-    return FinalInfo(ids, values, describe(values, ids, mode, space_of(key)), label, int(n_failed), int(n_diverged),
-                     space_of(key))
+    space = space_of(key, values)
+    return FinalInfo(ids, values, describe(values, ids, mode, space), label, int(n_failed), int(n_diverged), space)
 
 
 class FinalPanelsInfo(NamedTuple):

@@ -22,14 +22,26 @@ def interval_name(space: Space) -> str:
     return {"log": "95% CI (log space)", "unit": "95% CI (clipped to [0, 1])"}.get(space, "95% CI of the mean")
 
 
-def space_of(key: str) -> Space:
-    """The space of a results/through-time key: losses ``log``, perf ``unit``, custom metrics ``linear``."""
+def space_of(key: str, values: np.ndarray | None = None) -> Space:
+    """The space of a results/through-time key: losses ``log``, perf ``unit``, custom metrics ``linear``.
+
+    ``values``: the data the interval is for. A loss at or below zero (a Poisson or Gaussian likelihood goes there)
+    has no log, and the ``inv-loss`` perf of such a loss exceeds 1: their intervals are ``linear`` (a geometric mean
+    left every point below zero out, and a band clipped to [0, 1] lay below its own mean).
+    """
     name = key.split("_", 2)
+    space: Space = "linear"
     if name[0] in ("loss", "losses") or key.startswith("final_loss_"):
-        return "log"
-    if name[0] in ("perf", "perfs") or key.startswith("final_perf_"):
-        return "unit"
-    return "linear"
+        space = "log"
+    elif name[0] in ("perf", "perfs") or key.startswith("final_perf_"):
+        space = "unit"
+    if values is not None and space != "linear":
+        v = np.asarray(values, dtype=np.float64)
+        v = v[np.isfinite(v)]
+        if (v <= 0).any() if space == "log" else ((v < 0) | (v > 1)).any():
+            return "linear"
+    return space
+
 
 # Two-sided 95% quantiles of Student's t (0.975 quantile) for 1..30 degrees of freedom.
 _T975 = (

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..storage.sweep_file import SweepRecord
 from ._mpl import COLORS, fmt, new_figure, png_bytes
-from .stats import Stats, describe
+from .stats import Space, Stats, describe, space_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -62,8 +62,9 @@ def sweep_info(record: SweepRecord) -> SweepInfo:
     """The report's numbers from the record (pure)."""
     x, name, numeric, log_x = _axis(record)
 
-    def stats(key: str, mode: str, space: str) -> tuple[Stats, ...]:
+    def stats(key: str, mode: str, space: Space) -> tuple[Stats, ...]:
         table = getattr(record, key)
+        space = space_of(key, table) if space == "log" else space  # a loss below zero has no log
         return tuple(describe(row, record.trial_ids[k], mode, space)  # type: ignore[arg-type]
                      for k, row in enumerate(table))
 

@@ -154,8 +154,8 @@ def summary_info(
     ids = np.asarray((results or {}).get("trial_ids", np.zeros(0)), dtype=np.int64)
     keys = run.keys
     metrics = final_metrics(keys)
-    stats = {key: describe(np.asarray((results or {}).get(key, np.zeros(0)), dtype=np.float64), ids, mode, space_of(key))
-             for key, _label, mode in metrics}
+    finals = {key: np.asarray((results or {}).get(key, np.zeros(0)), dtype=np.float64) for key, _, _ in metrics}
+    stats = {key: describe(finals[key], ids, mode, space_of(key, finals[key])) for key, _label, mode in metrics}
     seconds = describe(np.asarray((results or {}).get("seconds", np.zeros(0)), dtype=np.float64), ids, "min")
     counts = {"completed": 0, "diverged": 0, "failed": 0}
     problems = []

@@ -92,13 +92,15 @@ def test_batch_info_by_equality_and_absent_files():
 def test_throughtime_info_by_equality():
     tt = {"epochs": np.array([0.0, 0.5, 1.0]), "trial_ids": np.array([0, 2])}
     for i, k in enumerate(("losses_train", "losses_val", "perfs_train", "perfs_val")):
-        tt[k] = np.arange(6, dtype=float).reshape(2, 3) + i
+        grid = np.arange(6, dtype=float).reshape(2, 3) + i
+        tt[k] = grid + 1 if k.startswith("losses") else grid / 10
     info = throughtime_info(tt, "classification")
     # losses: bands in log space (geometric mean), perf: clipped to [0, 1]
     cs = [CurveSet(tt[k], mean_band(tt[k], space_of(k))) for k in ("losses_train", "losses_val", "perfs_train", "perfs_val")]
     eq(info, ThroughTimeInfo(tt["epochs"], np.array([0, 2]), *cs, "accuracy"))
-    np.testing.assert_allclose(info.loss_val.band.mean, [2.0, np.sqrt(10), np.sqrt(18)])
-    np.testing.assert_equal(info.perf_val.band.mean, [4.5, 5.5, 6.5])  # the mean itself is not clipped
+    np.testing.assert_allclose(info.loss_val.band.mean, [np.sqrt(10), np.sqrt(18), np.sqrt(28)])
+    np.testing.assert_allclose(info.perf_val.band.mean, [0.45, 0.55, 0.65])
+    assert info.perf_val.band.high[0] == 1.0  # clipped
     assert throughtime_info({"epochs": np.zeros(0), "trial_ids": np.zeros(0)}) is None
 
 

@@ -201,6 +201,26 @@ def test_plot_throughtime_draws_the_best_constant_outputs_training_loss_when_rec
     assert not any("best constant" in t for t in _legend_texts(plot_throughtime(plain)))
 
 
+def test_plot_throughtime_of_a_loss_below_zero_averages_it_plainly():
+    """A Poisson NLL falls from 0.9 through zero to -0.2, its inv-loss perf above 1 (session 27's look): the loss
+    panel's geometric mean dropped every point below zero (its line ended at the crossing) and the perf band, clipped
+    to [0, 1], lay below its own mean. Both are plain means now, and the legend says "mean"."""
+    tt = {k: v.copy() for k, v in TT.items()}
+    for k in ("losses_train", "losses_val"):
+        tt[k] = TT[k] - 0.4  # 1.6..-0.35
+    for k in ("perfs_train", "perfs_val"):
+        tt[k] = 0.8 + 0.4 * (TT[k] - TT[k].min()) / np.ptp(TT[k])  # 0.8..1.2
+    info = throughtime_info(tt, "inv-loss")
+    assert (info.loss_space, info.perf_space) == ("linear", "linear")
+    assert np.isfinite(info.loss_val.band.mean).all() and info.loss_val.band.mean[-1] < 0
+    assert (info.perf_val.band.high >= info.perf_val.band.mean).all()
+    fig = plot_throughtime(info)
+    _png(fig)
+    assert any("val: mean of 4 trials" in t for t in _legend_texts(fig))
+    assert not any("geometric" in t for t in _legend_texts(fig))
+    assert throughtime_info(TT).loss_space == "log"  # a loss above zero keeps its geometric mean
+
+
 @pytest.mark.parametrize("n", [1, 4, 12])
 def test_plot_final_distribution_any_n(n):
     res = {"trial_ids": np.arange(n), "final_perf_val": np.linspace(0.8, 0.9, n)}

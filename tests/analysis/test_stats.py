@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from ignite_seg.analysis.stats import Band, Stats, describe, mean_band, t975
+from ignite_seg.analysis.stats import Band, Stats, describe, mean_band, space_of, t975
 
 
 def test_t975_table_and_tail():
@@ -38,3 +38,11 @@ def test_mean_band_ignores_nan_columnwise():
     expected = Band(np.array([2.0, 3.0, 5.0]), np.array([2 - half, 3 - half, np.nan]),
                     np.array([2 + half, 3 + half, np.nan]), np.array([2, 2, 1]))
     np.testing.assert_equal(band._asdict(), expected._asdict())
+
+
+def test_space_of_follows_the_values_where_the_names_space_does_not_hold_them():
+    assert space_of("losses_val") == space_of("losses_val", np.array([0.5, 2.0])) == "log"
+    assert space_of("final_loss_val", np.array([0.3, -0.1, np.nan])) == "linear"  # a likelihood's loss
+    assert space_of("perfs_train", np.array([0.2, 1.0])) == "unit"
+    assert space_of("final_perf_val", np.array([1.1, 1.2])) == "linear"  # inv-loss of a loss below zero
+    assert space_of("metric_mae_val", np.array([-1.0])) == "linear"

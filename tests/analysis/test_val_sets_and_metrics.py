@@ -64,7 +64,9 @@ def test_throughtime_info_adds_the_other_val_sets_by_name():
     tt = _tt(KEYS)
     info = throughtime_info(tt, "classification", KEYS)
     assert info.val_label == "val (clean)"
-    expected = (SetCurves("noisy", curve_set(tt, "losses_val_noisy"), curve_set(tt, "perfs_val_noisy")),)
+    # one space per kind for every set (a loss curve holds 0 and the perfs pass 1: plain means for all)
+    assert (info.loss_space, info.perf_space) == ("linear", "linear")
+    expected = (SetCurves("noisy", curve_set(tt, "losses_val_noisy", "linear"), curve_set(tt, "perfs_val_noisy", "linear")),)
     np.testing.assert_equal([m._asdict() for m in info.more_val], [m._asdict() for m in expected])
     np.testing.assert_allclose(info.more_val[0].perf.band.mean, 5 + 0.4 / 3 + tt["epochs"] / 10)  # perfs_val_noisy: i=5
     plain = throughtime_info(tt, "classification")  # without the names: the primary set alone, as before
