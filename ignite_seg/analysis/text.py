@@ -39,7 +39,7 @@ from .outcomes import (
     rise_lines,
     rising_trials,
 )
-from .stats import Mode, Stats, describe, space_of
+from .stats import Mode, Space, Stats, describe, space_of
 
 __all__ = ["SummaryInfo", "Problem", "TunerFiles", "summary_info", "render_markdown", "summary_json", "METRICS", "final_metrics"]
 
@@ -104,6 +104,8 @@ class SummaryInfo(NamedTuple):
     dead: tuple[Dead, ...] = ()
     #: The completed trials whose validation perf peaked early and ended clearly below its best.
     peaked: tuple[Peak, ...] = ()
+    #: Where each final metric's interval was computed (:func:`.stats.space_of`; None: each key's own space).
+    spaces: Mapping[str, Space] | None = None
 
 
 def _reason(rec: TrialResult) -> str:
@@ -155,7 +157,8 @@ def summary_info(
     keys = run.keys
     metrics = final_metrics(keys)
     finals = {key: np.asarray((results or {}).get(key, np.zeros(0)), dtype=np.float64) for key, _, _ in metrics}
-    stats = {key: describe(finals[key], ids, mode, space_of(key, finals[key])) for key, _label, mode in metrics}
+    spaces = {key: space_of(key, finals[key]) for key in finals}
+    stats = {key: describe(finals[key], ids, mode, spaces[key]) for key, _label, mode in metrics}
     seconds = describe(np.asarray((results or {}).get("seconds", np.zeros(0)), dtype=np.float64), ids, "min")
     counts = {"completed": 0, "diverged": 0, "failed": 0}
     problems = []
@@ -177,6 +180,7 @@ def summary_info(
         rising=rising_trials(throughtimes),
         dead=dead,
         peaked=peaked_trials(throughtimes, dead),
+        spaces=spaces,
     )
 
 
@@ -184,6 +188,16 @@ def _state_after_analysis(state: str) -> str:
     """The run's state once this analysis is written: ``collated`` means train() is analysing it
     now and marks it ``complete`` next (whatever the analysis does), so the report says so."""
     return "complete" if state == "collated" else state
+
+
+def interval_note(spaces: Mapping[str, Space]) -> str:
+    """How the final metrics' intervals were computed (:func:`.stats.space_of` of each key)."""
+    losses = {v for k, v in spaces.items() if k.startswith("final_loss_")}
+    perfs = {v for k, v in spaces.items() if k.startswith("final_perf_")}
+    loss = ("the losses' are computed on log values (never <= 0)" if losses <= {"log"} else
+            "the losses' are computed on the values themselves (a loss at or below zero has no log)")
+    perf = "the perf's clipped to [0, 1]" if perfs <= {"unit"} else "the perf's not clipped (it passes 1)"
+    return f"Intervals: {loss}, {perf}."
 
 
 def _metric_label(key: str, label: str, style: str) -> str:
@@ -353,7 +367,7 @@ def render_markdown(info: SummaryInfo) -> str:
             lines.append(f"| {_metric_label(key, label, info.accuracy_style)} | {s.n} | {fmt(s.mean, 4)} | "
                          f"{fmt(s.std, 3)} | {ci} | {fmt(s.best, 4)} ({s.best_trial}) | "
                          f"{fmt(s.worst, 4)} ({s.worst_trial}) |")
-        lines += ["", "Intervals: the losses' are computed on log values (never <= 0), the perf's clipped to [0, 1]."]
+        lines += ["", interval_note(info.spaces or {})]
         s = info.seconds
         if s.n:
             lines += ["", f"Training time per trial: mean {fmt(s.mean)} s, fastest {fmt(s.best)} s, "

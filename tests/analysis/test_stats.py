@@ -46,3 +46,12 @@ def test_space_of_follows_the_values_where_the_names_space_does_not_hold_them():
     assert space_of("perfs_train", np.array([0.2, 1.0])) == "unit"
     assert space_of("final_perf_val", np.array([1.1, 1.2])) == "linear"  # inv-loss of a loss below zero
     assert space_of("metric_mae_val", np.array([-1.0])) == "linear"
+
+
+def test_the_summarys_interval_note_says_the_spaces_used():
+    from ignite_seg.analysis.text import interval_note
+
+    usual = interval_note({"final_loss_val": "log", "final_perf_val": "unit"})
+    assert usual == interval_note({}) and "log values" in usual and "clipped to [0, 1]" in usual
+    below = interval_note({"final_loss_val": "linear", "final_loss_train": "log", "final_perf_val": "linear"})
+    assert "values themselves" in below and "not clipped" in below
