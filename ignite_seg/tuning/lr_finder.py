@@ -47,7 +47,8 @@ CHUNKS = 4
 #: The noise is measured on every NOISE_EVERY-th step, from the first (the ``fast`` preset's
 #: ``noise_every``); the steps between are plain updates, a third of the cost on a small model.
 NOISE_EVERY = get_preset("fast").noise_every
-#: A repeat stops once its held-out loss exceeds this many times its minimum (not below zero; or is not finite).
+#: A repeat stops once its held-out loss exceeds this many times its minimum (while no loss went below zero), or
+#: is not finite.
 STOP_FACTOR = 4.0
 
 
@@ -332,7 +333,7 @@ def _sweep(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable
     """One repeat: a step per LR; training and held-out loss and gradient norms per step."""
     out = {k: np.full(lrs.size, np.nan) for k in ("losses", "holdout_losses", "sq_small", "sq_big")}
     params = [p for p in model.parameters() if p.requires_grad]
-    best = math.inf
+    best, zero_floor = math.inf, True  # a training loss below zero: no floor for the ratio (smoothing.above_ratio)
     for i, lr in enumerate(lrs):
         for group in opt.param_groups:
             group["lr"] = float(lr)
@@ -343,8 +344,8 @@ def _sweep(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable
         opt.step()
         held_loss = _held_out_loss(model, loss_fn, feed.held)
         out["holdout_losses"][i] = held_loss
-        best = min(best, held_loss)
-        if not math.isfinite(held_loss) or above_ratio(held_loss, best, STOP_FACTOR):
+        best, zero_floor = min(best, held_loss), zero_floor and not out["losses"][i] < 0
+        if not math.isfinite(held_loss) or (zero_floor and above_ratio(held_loss, best, STOP_FACTOR)):
             break
     return out
 
