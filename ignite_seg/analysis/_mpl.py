@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "png_bytes", "wide_log_axis", "draw_band", "note_space", "draw_trials", "COLORS", "PERF_LABELS", "fmt", "set_color",
-           "band_phrase", "count_text"]
+__all__ = ["new_figure", "png_bytes", "wide_log_axis", "draw_band", "note_space", "draw_trials", "COLORS", "PERF_LABELS",
+           "perf_label", "fmt", "set_color", "band_phrase", "count_text"]
 
 COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "range": "#2ca02c", "diverged": "#d62728", "chosen": "#9467bd"}
 #: Colours of the validation sets after the primary one (none of :data:`COLORS`).
@@ -33,6 +33,13 @@ PERF_LABELS = {
     "multiclass": "accuracy (multi-label, threshold 0.5)",
     "inv-loss": "perf = 1 / (1 + loss)",
 }
+
+
+def perf_label(style: str, loss_below_zero: bool = False) -> str:
+    """:data:`PERF_LABELS`' name of ``style``'s perf; for an ``inv-loss`` run whose loss went below zero, with the form
+    it takes there (:func:`~ignite_seg.engine.scoring.inv_loss_perf`: its values pass 1)."""
+    label = PERF_LABELS.get(style, "perf")
+    return f"{label}; 2 − 1 / (1 − loss) below 0" if style == "inv-loss" and loss_below_zero else label
 
 
 def new_figure(width: float, height: float, dpi: float = 100) -> Figure:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 import numpy as np
 
 from ..storage.result_keys import ResultKeys
-from ._mpl import COLORS, PERF_LABELS, band_phrase, count_text, draw_trials, fmt, new_figure, note_space, set_color
+from ._mpl import COLORS, band_phrase, count_text, draw_trials, fmt, new_figure, note_space, perf_label, set_color
 from .outcomes import BestMarks
 from .stats import Band, Mode, Space, Stats, describe, interval_name, mean_band, space_of
 
@@ -137,7 +137,7 @@ def throughtime_info(tt: Mapping[str, np.ndarray], accuracy_style: str = "classi
                  for s in keys.val_splits[1:] if f"losses_{s}" in tt and f"perfs_{s}" in tt)
     return ThroughTimeInfo(epochs, ids, losses("losses_train"), losses("losses_val"), perfs("perfs_train"),
                            perfs("perfs_val"),
-                           PERF_LABELS.get(accuracy_style, "perf"), keys.label("val"), more, best, stops,
+                           perf_label(accuracy_style, loss_space != "log"), keys.label("val"), more, best, stops,
                            constant_train, loss_space, perf_space)
 
 
@@ -397,7 +397,7 @@ def final_pairs_info(results: Mapping[str, np.ndarray], accuracy_style: str = "c
         return None
     g = lambda k: np.asarray(results[k], dtype=np.float64)  # noqa: E731
     return FinalPairsInfo(ids, g("final_loss_train"), g("final_loss_val"), g("final_perf_train"),
-                          g("final_perf_val"), PERF_LABELS.get(accuracy_style, "perf"))
+                          g("final_perf_val"), perf_label(accuracy_style))
 
 
 def plot_final_pairs(info: FinalPairsInfo, dpi: float = 110) -> Figure:

@@ -19,7 +19,7 @@ from ..storage.schemas import (
     MiscFile,
     ScheduleStep,
 )
-from ._mpl import PERF_LABELS, fmt
+from ._mpl import PERF_LABELS, fmt, perf_label
 from .evidence import batch_evidence, epochs_evidence, lr_evidence
 from .lr_words import lr_how, peak_in_range
 from .outcomes import (
@@ -331,7 +331,8 @@ def render_markdown(info: SummaryInfo) -> str:
     c = info.counts
     lines = [f"# ignite_seg run: {info.title}", ""]
     lines.append(f"- state: **{info.state}**" + (f", created {info.created}" if info.created else ""))
-    lines.append(f"- perf: {PERF_LABELS.get(info.accuracy_style, 'perf')} (`accuracy_style={info.accuracy_style}`),"
+    below_zero = any(v != "log" for k, v in (info.spaces or {}).items() if k.startswith("final_loss_"))
+    lines.append(f"- perf: {perf_label(info.accuracy_style, below_zero)} (`accuracy_style={info.accuracy_style}`),"
                  " higher is better")
     lines.append(f"- hyperparameters: **{info.hp_kind}**")
     lines.append(f"- trials: {c.get('completed', 0)} completed, {c.get('diverged', 0)} diverged, "
