@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["new_figure", "png_bytes", "wide_log_axis", "draw_band", "note_space", "draw_trials", "COLORS", "PERF_LABELS",
-           "perf_label", "fmt", "set_color", "band_phrase", "count_text"]
+           "BELOW_ZERO_FORM", "perf_label", "fmt", "set_color", "band_phrase", "count_text"]
 
 COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "range": "#2ca02c", "diverged": "#d62728", "chosen": "#9467bd"}
 #: Colours of the validation sets after the primary one (none of :data:`COLORS`).
@@ -35,11 +35,15 @@ PERF_LABELS = {
 }
 
 
+#: What :func:`perf_label` adds to an ``inv-loss`` perf's name where the loss went below zero.
+BELOW_ZERO_FORM = "; 2 − 1/(1 − loss) below 0"
+
+
 def perf_label(style: str, loss_below_zero: bool = False) -> str:
     """:data:`PERF_LABELS`' name of ``style``'s perf; for an ``inv-loss`` run whose loss went below zero, with the form
     it takes there (:func:`~ignite_seg.engine.scoring.inv_loss_perf`: its values pass 1)."""
     label = PERF_LABELS.get(style, "perf")
-    return f"{label}; 2 − 1 / (1 − loss) below 0" if style == "inv-loss" and loss_below_zero else label
+    return label + BELOW_ZERO_FORM if style == "inv-loss" and loss_below_zero else label
 
 
 def new_figure(width: float, height: float, dpi: float = 100) -> Figure:

@@ -76,9 +76,10 @@ def metrics_of(snap: Snapshot) -> MetricsInfo | None:
 def final_of(snap: Snapshot) -> FinalInfo | None:
     if snap.results is None:
         return None
-    from ._mpl import PERF_LABELS
+    from ._mpl import perf_label
+    from .stats import loss_left_log
 
-    label = "final val " + PERF_LABELS.get(snap.style, "perf")
+    label = "final val " + perf_label(snap.style, loss_left_log(snap.results))
     c = snap.counts
     return final_info(snap.results, "final_perf_val", label, c.get("failed", 0), c.get("diverged", 0))
 
@@ -86,10 +87,11 @@ def final_of(snap: Snapshot) -> FinalInfo | None:
 def final_panels_of(snap: Snapshot) -> FinalPanelsInfo | None:
     if snap.results is None:
         return None
-    from ._mpl import PERF_LABELS
+    from ._mpl import perf_label
+    from .stats import loss_left_log
 
     c = snap.counts
-    return final_panels_info(snap.results, snap.keys, PERF_LABELS.get(snap.style, "perf"),
+    return final_panels_info(snap.results, snap.keys, perf_label(snap.style, loss_left_log(snap.results)),
                              c.get("failed", 0), c.get("diverged", 0))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..engine.constant_output import CONSTANT_TOL
 from ..storage.schemas import LRRangeStep, MiscFile
 from . import extract
-from ._mpl import COLORS, fmt
+from ._mpl import BELOW_ZERO_FORM, COLORS, fmt
 from .batch import BatchInfo, draw_batch_size
 from .captions import schedule_caption, throughtime_caption
 from .curves import draw_final_distribution, draw_throughtime_panel
@@ -299,7 +299,8 @@ def _training(fig: Figure | SubFigure, snap: Snapshot, n: int) -> Animated:
         for a in arts:  # revealed with the curves (the best checkpoints' stars are unclipped on the still figure)
             a.set_clip_on(True)
         reveal.add(ax, arts)
-        ax.set_title(f"{'loss' if which == 'loss' else info.perf_label} through time", fontsize=10)
+        name = info.perf_label.removesuffix(BELOW_ZERO_FORM)  # the form below zero: on the y axis (narrow panels)
+        ax.set_title(f"{'loss' if which == 'loss' else name} through time", fontsize=10)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=LEGEND, frameon=False)
     # a loss curve starts high: the lower left corner of the loss panel stays free

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import Literal, NamedTuple
+from typing import Any, Literal, Mapping, NamedTuple
 
 import numpy as np
 
-__all__ = ["Stats", "Band", "Mode", "Space", "t975", "describe", "mean_band", "space_of", "interval_name", "SPACE_NOTES"]
+__all__ = ["Stats", "Band", "Mode", "Space", "t975", "describe", "mean_band", "space_of", "loss_left_log", "interval_name",
+           "SPACE_NOTES"]
 
 #: Which end of a metric is best.
 Mode = Literal["min", "max"]
@@ -20,6 +21,12 @@ SPACE_NOTES = {"linear": "", "log": "geometric mean, 95% CI in log space", "unit
 def interval_name(space: Space) -> str:
     """How a legend names the interval of a mean computed in ``space``."""
     return {"log": "95% CI (log space)", "unit": "95% CI (clipped to [0, 1])"}.get(space, "95% CI of the mean")
+
+
+def loss_left_log(results: Mapping[str, Any]) -> bool:
+    """Whether a final loss of ``results`` (``final_loss_*``) lies at or below zero, outside its log space
+    (:func:`space_of`): the ``inv-loss`` perf then passes 1, and its name says the form it takes there."""
+    return any(space_of(k, v) != "log" for k, v in results.items() if k.startswith("final_loss_"))
 
 
 def space_of(key: str, values: np.ndarray | None = None) -> Space:

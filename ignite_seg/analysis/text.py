@@ -19,7 +19,7 @@ from ..storage.schemas import (
     MiscFile,
     ScheduleStep,
 )
-from ._mpl import PERF_LABELS, fmt, perf_label
+from ._mpl import fmt, perf_label
 from .evidence import batch_evidence, epochs_evidence, lr_evidence
 from .lr_words import lr_how, peak_in_range
 from .outcomes import (
@@ -200,9 +200,15 @@ def interval_note(spaces: Mapping[str, Space]) -> str:
     return f"Intervals: {loss}, {perf}."
 
 
-def _metric_label(key: str, label: str, style: str) -> str:
+def _perf_name(info: SummaryInfo) -> str:
+    """The perf's name, with its form below zero where a final loss went there (``info.spaces``)."""
+    below_zero = any(v != "log" for k, v in (info.spaces or {}).items() if k.startswith("final_loss_"))
+    return perf_label(info.accuracy_style, below_zero)
+
+
+def _metric_label(key: str, label: str, info: SummaryInfo) -> str:
     if key.startswith("final_perf_"):
-        return f"{label} ({PERF_LABELS.get(style, 'perf')})"
+        return f"{label} ({_perf_name(info)})"
     return label
 
 
@@ -278,7 +284,7 @@ def decision_lines(info: SummaryInfo) -> list[str]:
     out += _guard_lines(info.misc)
     out += _length_lines(info.misc)
     s = info.stats["final_perf_val"]
-    label = f"final {info.keys.label('val')} {PERF_LABELS.get(info.accuracy_style, 'perf')}"
+    label = f"final {info.keys.label('val')} {_perf_name(info)}"
     if s.n > 1:
         out.append(f"- **{label}**: mean {fmt(s.mean, 4)}, 95% CI [{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}] "
                    f"over {s.n} trials (best {fmt(s.best, 4)})")
@@ -331,8 +337,7 @@ def render_markdown(info: SummaryInfo) -> str:
     c = info.counts
     lines = [f"# ignite_seg run: {info.title}", ""]
     lines.append(f"- state: **{info.state}**" + (f", created {info.created}" if info.created else ""))
-    below_zero = any(v != "log" for k, v in (info.spaces or {}).items() if k.startswith("final_loss_"))
-    lines.append(f"- perf: {perf_label(info.accuracy_style, below_zero)} (`accuracy_style={info.accuracy_style}`),"
+    lines.append(f"- perf: {_perf_name(info)} (`accuracy_style={info.accuracy_style}`),"
                  " higher is better")
     lines.append(f"- hyperparameters: **{info.hp_kind}**")
     lines.append(f"- trials: {c.get('completed', 0)} completed, {c.get('diverged', 0)} diverged, "
@@ -365,7 +370,7 @@ def render_markdown(info: SummaryInfo) -> str:
         for key, label, _mode in info.metrics:
             s = info.stats[key]
             ci = f"[{fmt(s.ci_low, 4)}, {fmt(s.ci_high, 4)}]" if s.n > 1 else "n/a (one trial)"
-            lines.append(f"| {_metric_label(key, label, info.accuracy_style)} | {s.n} | {fmt(s.mean, 4)} | "
+            lines.append(f"| {_metric_label(key, label, info)} | {s.n} | {fmt(s.mean, 4)} | "
                          f"{fmt(s.std, 3)} | {ci} | {fmt(s.best, 4)} ({s.best_trial}) | "
                          f"{fmt(s.worst, 4)} ({s.worst_trial}) |")
         lines += ["", interval_note(info.spaces or {})]

@@ -218,7 +218,7 @@ def test_plot_throughtime_of_a_loss_below_zero_averages_it_plainly():
     _png(fig)
     assert any("val: mean of 4 trials" in t for t in _legend_texts(fig))
     assert not any("geometric" in t for t in _legend_texts(fig))
-    assert info.perf_label == "perf = 1 / (1 + loss); 2 − 1 / (1 − loss) below 0"  # values past 1, said how
+    assert info.perf_label == "perf = 1 / (1 + loss); 2 − 1/(1 − loss) below 0"  # values past 1, said how
     assert fig.axes[1].get_ylabel() == info.perf_label
     plain = throughtime_info(TT, "inv-loss")
     assert plain.loss_space == "log" and plain.perf_label == "perf = 1 / (1 + loss)"  # above zero: as before

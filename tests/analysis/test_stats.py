@@ -55,3 +55,10 @@ def test_the_summarys_interval_note_says_the_spaces_used():
     assert usual == interval_note({}) and "log values" in usual and "clipped to [0, 1]" in usual
     below = interval_note({"final_loss_val": "linear", "final_loss_train": "log", "final_perf_val": "linear"})
     assert "values themselves" in below and "not clipped" in below
+
+
+def test_loss_left_log_reads_the_final_losses():
+    from ignite_seg.analysis.stats import loss_left_log
+
+    assert not loss_left_log({"final_loss_val": np.array([0.3, 0.2]), "final_perf_val": np.array([1.2])})
+    assert loss_left_log({"final_loss_train": np.array([0.1]), "final_loss_val": np.array([0.2, -0.05])})
